@@ -1,0 +1,99 @@
+"""Bad input gets one clear line, exit code 2 and no output; identical reruns give identical metrics."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.tiny import tiny_params, write_params
+
+WSCAT = [sys.executable, "-m", "wscat"]
+
+
+def wscat(*args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*WSCAT, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _one_line_error(result, *needles):
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    write_params(tmp_path / "params.yaml", tiny_params())
+    return tmp_path
+
+
+def _edit(workdir, change):
+    params = tiny_params()
+    change(params)
+    write_params(workdir / "params.yaml", params)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda p: p["training"]["digits"].update(epochz=3), "epochz"),
+    (lambda p: p["training"]["digits"].update(epochs="ten"), "training.digits.epochs"),
+    (lambda p: p["datasets"]["digits"].update(eps=-0.1), "datasets.digits.eps"),
+    (lambda p: p["experiments"]["digits"]["methods"].append("fgsm-at"), "fgsm-at"),
+])
+def test_bad_params_are_refused_before_anything_is_written(workdir, change, needle):
+    _edit(workdir, change)
+    result = wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz", cwd=workdir)
+    _one_line_error(result, needle)
+    assert not (workdir / "s.npz").exists()
+
+
+def test_more_labelled_than_exist(workdir):
+    _edit(workdir, lambda p: p["datasets"]["digits"].update(labelled=5000))
+    result = wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz", cwd=workdir)
+    _one_line_error(result, "labelled = 5000")
+    assert not (workdir / "s.npz").exists()
+
+
+def test_unknown_method_and_dataset(workdir):
+    result = wscat("split", "--dataset", "mnist", "--seed", 1, "--out", "s.npz", cwd=workdir)
+    _one_line_error(result, "unknown dataset 'mnist'")
+    result = wscat("train", "--dataset", "digits", "--model", "cnn", "--method", "madry",
+                   "--seed", 1, "--split", "s.npz", "--out-dir", "m", cwd=workdir)
+    _one_line_error(result, "unknown method 'madry'")
+    assert not (workdir / "m").exists()
+
+
+def test_missing_and_truncated_checkpoints(workdir):
+    assert wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz",
+                 cwd=workdir).returncode == 0
+    args = ["evaluate", "--dataset", "digits", "--model", "cnn", "--method", "standard", "--seed", 1,
+            "--split", "s.npz", "--out", "m.json"]
+    _one_line_error(wscat(*args, "--checkpoint", "nope.pt", cwd=workdir), "checkpoint not found")
+    assert wscat("train", "--dataset", "digits", "--model", "cnn", "--method", "standard", "--seed", 1,
+                 "--split", "s.npz", "--out-dir", "run", cwd=workdir).returncode == 0
+    whole = (workdir / "run" / "best.pt").read_bytes()
+    (workdir / "cut.pt").write_bytes(whole[: len(whole) // 2])
+    _one_line_error(wscat(*args, "--checkpoint", "cut.pt", cwd=workdir), "cut.pt", "truncated")
+    assert not (workdir / "m.json").exists()
+
+
+def test_same_params_and_seed_give_identical_metrics(workdir):
+    assert wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz",
+                 cwd=workdir).returncode == 0
+    outputs = []
+    for run in ("a", "b"):
+        train = wscat("train", "--dataset", "digits", "--model", "cnn", "--method", "wscat-sup",
+                      "--seed", 1, "--split", "s.npz", "--out-dir", run, "--threads", 1, cwd=workdir)
+        assert train.returncode == 0, train.stderr
+        result = wscat("evaluate", "--dataset", "digits", "--model", "cnn", "--method", "wscat-sup",
+                       "--seed", 1, "--split", "s.npz", "--checkpoint", f"{run}/best.pt",
+                       "--out", f"{run}.json", "--threads", 1, cwd=workdir)
+        assert result.returncode == 0, result.stderr
+        metrics = json.loads((workdir / f"{run}.json").read_text())
+        metrics["manifest"]["checkpoint"]["path"] = "<run>/best.pt"
+        outputs.append(metrics)
+    assert outputs[0] == outputs[1]
+    assert (workdir / "a" / "best.pt").read_bytes() != b""
+    assert set(outputs[0]["accuracy"]) == {"Natural", "FGSM", "PGD", "CW", "AA", "Mean"}

@@ -1,0 +1,75 @@
+"""Splits: sizes, class balance, disjointness, determinism, clear errors; augmentation shapes."""
+import numpy as np
+import pytest
+import torch
+
+from wscat.data import augment, load_dataset, load_split, make_split, save_split
+from wscat.data.sampler import labelled_per_batch, sample_batch_indices
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits")
+
+
+def _split(digits, seed=1, labelled=300):
+    return make_split("digits", digits.labels.numpy(), num_classes=10, seed=seed,
+                      test_fraction=0.2, labelled=labelled, val_fraction=0.2, val_max=2000)
+
+
+def test_digits_images_in_unit_range(digits):
+    assert digits.images.shape == (1797, 1, 8, 8)
+    assert float(digits.images.min()) == 0.0 and float(digits.images.max()) == 1.0
+
+
+def test_split_sizes_balance_and_disjointness(digits):
+    split = _split(digits)
+    labels = digits.labels.numpy()
+    parts = [split.labelled, split.unlabelled, split.validation, split.test]
+    assert sum(len(p) for p in parts) == 1797
+    assert len(np.unique(np.concatenate(parts))) == 1797
+    assert len(split.validation) == 60 and len(split.labelled) == 240
+    assert np.bincount(labels[split.labelled], minlength=10).tolist() == [24] * 10
+    assert np.bincount(labels[split.validation], minlength=10).tolist() == [6] * 10
+
+
+def test_test_split_is_fixed_and_run_split_depends_on_seed(digits):
+    a, b = _split(digits, seed=1), _split(digits, seed=2)
+    assert np.array_equal(a.test, b.test)
+    assert not np.array_equal(a.labelled, b.labelled)
+    assert np.array_equal(a.labelled, _split(digits, seed=1).labelled)
+
+
+def test_split_round_trip(tmp_path, digits):
+    split = _split(digits)
+    save_split(split, tmp_path / "s.npz")
+    loaded = load_split(tmp_path / "s.npz")
+    assert loaded.seed == 1 and loaded.dataset == "digits"
+    assert np.array_equal(loaded.unlabelled, split.unlabelled)
+
+
+def test_more_labelled_than_exist_is_refused(digits):
+    with pytest.raises(ValueError, match="only"):
+        _split(digits, labelled=5000)
+    with pytest.raises(ValueError, match="class"):
+        _split(digits, labelled=1400)  # 140 a class: some classes have fewer in the pool
+
+
+def test_batches_keep_the_labelled_share():
+    assert labelled_per_batch(240, 1138, 128, None) == 22
+    assert labelled_per_batch(240, 0, 128, None) == 128
+    batches = sample_batch_indices(240, 1138, iterations=11, batch_size=128, n_labelled_per_batch=22,
+                                   generator=torch.Generator().manual_seed(0))
+    assert len(batches) == 11
+    assert all(len(l) == 22 and len(u) == 106 for l, u in batches)
+    firsts = torch.cat([l for l, _ in batches])[:240]
+    assert sorted(firsts.tolist()) == list(range(240))  # labelled walks a permutation
+
+
+def test_augment_shifts_without_changing_shape():
+    x = torch.rand(16, 1, 8, 8)
+    g = torch.Generator().manual_seed(0)
+    y = augment(x, crop_padding=1, flip=True, rotation=15.0, generator=g)
+    assert y.shape == x.shape and float(y.min()) >= 0.0
+    same = augment(x, crop_padding=0, flip=False, rotation=0.0, generator=g)
+    assert torch.equal(same, x)

@@ -1,0 +1,213 @@
+"""Unit tests for wscat.report: Table 2 from per-(method, seed) metrics files."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import wscat  # noqa: F401
+except ImportError:  # run from a checkout without installing wscat
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from wscat.report import write_table
+from wscat.report.table import METRICS, collect, summarise
+
+METHODS = ["standard", "trades", "wscat"]
+DISPLAY = {"standard": "Standard", "trades": "TRADES", "wscat": "WSCAT_50%"}
+ADVERSARIAL = {"trades", "wscat"}
+SEEDS = [1, 2, 3]
+
+# Accuracy (percent) per method, metric: one value per seed. Standard has the best Natural accuracy
+# but is not an AT method; TRADES wins Natural among AT methods; TRADES and WSCAT tie on AA.
+ACCURACY = {
+    "standard": {"Natural": [98.0, 98.5, 99.0], "FGSM": [10.0, 11.0, 12.0], "PGD": [0.0, 0.0, 0.0],
+                 "CW": [0.0, 0.0, 0.0], "AA": [0.0, 0.0, 0.0], "Mean": [0.0, 0.0, 0.0]},
+    "trades": {"Natural": [80.0, 81.0, 82.0], "FGSM": [50.0, 51.0, 52.0], "PGD": [40.0, 41.0, 45.0],
+               "CW": [35.0, 35.0, 35.0], "AA": [30.0, 31.0, 32.0], "Mean": [45.0, 46.0, 47.0]},
+    "wscat": {"Natural": [78.0, 79.0, 80.0], "FGSM": [60.0, 61.0, 62.0], "PGD": [50.0, 50.0, 53.0],
+              "CW": [44.0, 45.0, 46.0], "AA": [29.0, 31.0, 33.0], "Mean": [55.0, 56.0, 57.0]},
+}
+# Worked by hand: mean and population std (ddof=0) of a few cells, to 2 decimals.
+BY_HAND = {
+    ("standard", "Natural"): (98.50, 0.41),   # sqrt((0.25 + 0 + 0.25) / 3)
+    ("trades", "PGD"): (42.00, 2.16),         # sqrt((4 + 1 + 9) / 3)
+    ("trades", "CW"): (35.00, 0.00),
+    ("wscat", "PGD"): (51.00, 1.41),          # sqrt((1 + 1 + 4) / 3)
+    ("wscat", "AA"): (31.00, 1.63),           # sqrt((4 + 0 + 4) / 3)
+    ("trades", "AA"): (31.00, 0.82),          # sqrt((1 + 0 + 1) / 3)
+}
+BOLD = {"Natural": {"trades"}, "FGSM": {"wscat"}, "PGD": {"wscat"}, "CW": {"wscat"},
+        "AA": {"trades", "wscat"}, "Mean": {"wscat"}}
+CELL = re.compile(r"\{\$(\\bm)?\{(\d+\.\d\d)\}_\{\\pm(\d+\.\d\d)\}\$\}")
+
+
+def make_metrics(folder: Path, methods: list[str] = METHODS, seeds: list[int] = SEEDS) -> list[Path]:
+    """Write one metrics JSON per (method, seed) with the ACCURACY numbers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for method in methods:
+        for i, seed in enumerate(seeds):
+            path = folder / f"{method}-seed{seed}.json"
+            accuracy = {metric: ACCURACY[method][metric][i] for metric in METRICS}
+            path.write_text(json.dumps({"dataset": "digits", "model": "cnn", "method": method, "seed": seed,
+                                        "accuracy": accuracy, "manifest": {"commit": "abc"}}))
+            files.append(path)
+    return files
+
+
+def build(tmp_path: Path, files: list[Path], methods: list[str] = METHODS) -> dict[str, Path]:
+    """Run write_table into tmp_path/out; return the output paths."""
+    out = tmp_path / "out"
+    paths = {"tex_path": out / "digits.tex", "csv_path": out / "digits.csv", "summary_path": out / "digits.json"}
+    write_table(experiment="digits", dataset="digits", model="cnn", metrics_files=files, methods=methods,
+                display_names=DISPLAY, adversarial=ADVERSARIAL, **paths)
+    return paths
+
+
+def parse_tabular(tex: str) -> tuple[str, list[list[str]], list[int]]:
+    """Return the column spec, the rows (cells split on unescaped &) and the row indices preceded by \\midrule."""
+    match = re.search(r"\\begin\{tabular\}\{([^}]*)\}(.*?)\\end\{tabular\}", tex, re.S)
+    assert match, "no tabular environment"
+    spec, body = match.groups()
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    assert lines[0] == r"\toprule" and lines[-1] == r"\bottomrule"
+    rows, midrules = [], []
+    for line in lines[1:-1]:
+        if line == r"\midrule":
+            midrules.append(len(rows))
+            continue
+        assert line.endswith(r"\\"), line
+        rows.append(re.split(r"(?<!\\)&", line[:-2]))
+    return spec, rows, midrules
+
+
+def test_csv_and_summary_match_hand_computed(tmp_path: Path) -> None:
+    paths = build(tmp_path, make_metrics(tmp_path / "metrics"))
+    with paths["csv_path"].open(newline="") as handle:
+        records = list(csv.DictReader(handle))
+    assert list(records[0]) == ["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]
+    assert len(records) == len(METHODS) * len(METRICS)
+    assert [r["metric"] for r in records[:3]] == ["Natural"] * 3  # metric-major, as reported.csv
+    key = {name: method for method, name in DISPLAY.items()}
+    table = {(key[r["method"]], r["metric"]): r for r in records}
+    for (method, metric), (mean, std) in BY_HAND.items():
+        assert (float(table[method, metric]["mean"]), float(table[method, metric]["std"])) == (mean, std)
+    summary = json.loads(paths["summary_path"].read_text())
+    assert set(summary) == set(METHODS)
+    for method in METHODS:
+        assert list(sorted(summary[method])) == sorted(METRICS)
+        for metric in METRICS:
+            values = ACCURACY[method][metric]
+            row = table[method, metric]
+            assert (row["table"], row["dataset"], row["model"], row["n_seeds"]) == ("digits", "digits", "cnn", "3")
+            assert row["mean"] == f"{statistics.fmean(values):.2f}"
+            assert row["std"] == f"{statistics.pstdev(values):.2f}"
+            assert summary[method][metric] == round(statistics.fmean(values), 4)
+    assert summary["trades"]["PGD"] == 42.0 and summary["standard"]["Natural"] == 98.5
+
+
+def test_summarise_uses_population_std() -> None:
+    import pandas as pd
+    frame = pd.DataFrame({"method": ["m"] * 2, "seed": [1, 2], "metric": ["PGD"] * 2, "value": [1.0, 3.0]})
+    frame = pd.concat([frame] + [frame.assign(metric=m) for m in METRICS if m != "PGD"])
+    row = summarise(frame, ["m"]).set_index("metric").loc["PGD"]
+    assert (row["mean"], row["std"], row["n_seeds"]) == (2.0, 1.0, 2)  # ddof=1 would give sqrt(2)
+
+
+def test_tex_layout_and_bold(tmp_path: Path) -> None:
+    tex = build(tmp_path, make_metrics(tmp_path / "metrics"))["tex_path"].read_text()
+    assert tex.lstrip().startswith(r"\begin{table*}[t]") and r"\centering" in tex
+    assert r"\caption{Performance on digits (cnn): mean and standard deviation over seeds 1, 2, 3." in tex
+    assert r"\label{Tab-RQ1-digits}" in tex
+    spec, rows, midrules = parse_tabular(tex)
+    assert spec.replace("|", "") == "l" + "c" * len(METHODS)
+    assert all(len(row) == 1 + len(METHODS) for row in rows)
+    assert rows[0] == ["{Methods}", "{Standard}", "{TRADES}", r"{WSCAT\_50\%}"]
+    assert [row[0] for row in rows[1:]] == [f"{{{m}}}" for m in METRICS]
+    assert midrules == [1, 6]  # under the header, and between AA and Mean
+    for row in rows[1:]:
+        metric = row[0].strip("{}")
+        bold = set()
+        for method, cell in zip(METHODS, row[1:]):
+            match = CELL.fullmatch(cell)
+            assert match, cell
+            values = ACCURACY[method][metric]
+            assert match[2] == f"{statistics.fmean(values):.2f}" and match[3] == f"{statistics.pstdev(values):.2f}"
+            if match[1]:
+                bold.add(method)
+        assert bold == BOLD[metric], metric
+    assert rows[1][1] == r"{${98.50}_{\pm0.41}$}"  # best Natural overall, but Standard is not AT
+    assert rows[1][2] == r"{$\bm{81.00}_{\pm0.82}$}"
+
+
+def test_tex_compiles(tmp_path: Path) -> None:
+    tex = build(tmp_path, make_metrics(tmp_path / "metrics"))["tex_path"].read_text()
+    spec, rows, _ = parse_tabular(tex)  # the structural check stands in where pdflatex is absent
+    assert len(rows) == 1 + len(METRICS)
+    if shutil.which("pdflatex"):
+        document = tmp_path / "doc.tex"
+        document.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{bm}\n"
+                            f"\\begin{{document}}\n{tex}\n\\end{{document}}\n")
+        result = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", document.name],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout[-2000:]
+        assert (tmp_path / "doc.pdf").stat().st_size > 0
+
+
+def _drop_seed(files: list[Path]) -> list[Path]:
+    return [f for f in files if f.name != "wscat-seed3.json"]
+
+
+def _break_json(files: list[Path]) -> list[Path]:
+    files[4].write_text('{"method": "trades", ')
+    return files
+
+
+def _drop_key(files: list[Path]) -> list[Path]:
+    data = json.loads(files[0].read_text())
+    del data["accuracy"]["AA"]
+    files[0].write_text(json.dumps(data))
+    return files
+
+
+def _missing_file(files: list[Path]) -> list[Path]:
+    return files + [files[0].with_name("absent.json")]
+
+
+def _other_dataset(files: list[Path]) -> list[Path]:
+    data = json.loads(files[0].read_text())
+    files[0].write_text(json.dumps({**data, "dataset": "cifar10"}))
+    return files
+
+
+@pytest.mark.parametrize("breakage, methods, message", [
+    (lambda files: files, METHODS + ["mt"], "no metrics file for method(s) mt"),
+    (_drop_seed, METHODS, "different seeds"),
+    (_break_json, METHODS, "trades-seed2.json: not valid JSON"),
+    (_drop_key, METHODS, "standard-seed1.json: 'accuracy' lacks metric"),
+    (_missing_file, METHODS, "absent.json: metrics file not found"),
+    (_other_dataset, METHODS, "cifar10"),
+])
+def test_bad_input_raises_and_writes_nothing(tmp_path: Path, breakage, methods, message) -> None:
+    files = breakage(make_metrics(tmp_path / "metrics"))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build(tmp_path, files, methods)
+    out = tmp_path / "out"
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_collect_long_frame(tmp_path: Path) -> None:
+    frame = collect(make_metrics(tmp_path / "metrics"))
+    assert list(frame.columns) == ["method", "seed", "metric", "value"]
+    assert len(frame) == len(METHODS) * len(SEEDS) * len(METRICS)
+    value = frame.query("method == 'trades' and seed == 3 and metric == 'PGD'")["value"].item()
+    assert math.isclose(value, 45.0)

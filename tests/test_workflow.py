@@ -1,0 +1,219 @@
+"""Workflow tests: the Snakemake DAG, config validation at load time, dvc.yaml in step with the
+DAG (fast), and one tiny end-to-end run of the README line and of `dvc repro` (slow, ~2 min)."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # the venv running the tests: snakemake, dvc, wscat
+DVC_YAML = [sys.executable, str(ROOT / "workflow" / "scripts" / "dvc_yaml.py")]
+README_LINE = ["snakemake", "--cores", "1", "--resources", "gpu=1", "--", "results/tables/digits.tex"]
+
+
+def real_params() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Subprocess environment: the venv first on PATH, a writable cache for Snakemake."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "XDG_CACHE_HOME": str(cache), "DVC_NO_ANALYTICS": "1"}
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def copy_workflow(dest: Path, params: dict, *, package: bool = False) -> Path:
+    """Snakefile, workflow/ (symlinked schema resolved) and `params` as params.yaml in `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
+    shutil.copytree(ROOT / "workflow", dest / "workflow", ignore=shutil.ignore_patterns("__pycache__"))
+    if package:  # dvc.yaml depends on wscat/; the code that runs is the installed package either way
+        shutil.copytree(ROOT / "wscat", dest / "wscat", ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return dest
+
+
+def job_counts(stdout: str) -> dict[str, int]:
+    """The 'Job stats' table of a Snakemake dry run."""
+    counts, in_table = {}, False
+    for line in stdout.splitlines():
+        if line.startswith("job ") and "count" in line:
+            in_table = True
+        elif in_table and (match := re.fullmatch(r"(\w+)\s+(\d+)", line.strip())):
+            if match[1] == "total":
+                break
+            counts[match[1]] = int(match[2])
+    return counts
+
+
+# --- fast: the DAG --------------------------------------------------------------------------
+
+def test_dry_run_lists_every_job_of_the_real_params(tmp_path: Path, env: dict[str, str]) -> None:
+    params = real_params()
+    result = run([str(BIN / "snakemake"), "-n"], copy_workflow(tmp_path, params), env)
+    assert result.returncode == 0, result.stderr
+    methods = params["methods"]
+    expected: Counter[str] = Counter(all=1)
+    for experiment in params["experiments"].values():
+        seeds = len(experiment["seeds"])
+        labelers = {methods[m]["labeler"] for m in experiment["methods"] if "labeler" in methods[m]}
+        expected.update(split=seeds, table=1, evaluate=seeds * len(experiment["methods"]),
+                        train=seeds * len(set(experiment["methods"]) | labelers),
+                        pseudo_label=seeds * len(labelers))
+    assert job_counts(result.stdout) == dict(expected)
+    if "digits" in params["experiments"]:  # the paper's Table 2 on digits: 3 seeds x 6 methods
+        assert dict(expected) == {"all": 1, "split": 3, "train": 18, "evaluate": 18,
+                                  "pseudo_label": 6, "table": 1}
+
+
+def test_pseudo_labels_come_from_the_method_labeler(tmp_path: Path, env: dict[str, str]) -> None:
+    result = run([str(BIN / "snakemake"), "-n", "-p", "--", "results/models/digits/cnn/wscat/seed1/best.pt",
+                  "results/models/digits/cnn/trades/seed1/best.pt"],
+                 copy_workflow(tmp_path, real_params()), env)
+    assert result.returncode == 0, result.stderr
+    train = {re.search(r"--method (\S+)", line)[1]: line
+             for line in (result.stdout + result.stderr).splitlines() if "wscat train" in line}
+    assert "--pseudo results/pseudo/digits/cnn/mt/seed1.npz" in train["wscat"]
+    assert "--pseudo" not in train["trades"]
+    assert "--params params.yaml" in train["wscat"]
+
+
+def _set(params: dict, dotted: str, value: object) -> None:
+    *parents, key = dotted.split(".")
+    for name in parents:
+        params = params[name]
+    params[key] = value
+
+
+@pytest.mark.parametrize(("key", "value", "mentions"), [
+    ("training.digits.epoch", 3, "epoch"),                            # unknown key
+    ("training.digits.epochs", "twenty", "training.digits.epochs"),  # wrong type
+    ("datasets.digits.eps", -0.1, "datasets.digits.eps"),            # out of range
+    ("experiments.digits.methods", ["standard", "fancy"], "fancy"),  # unknown method
+], ids=["unknown-key", "wrong-type", "negative-eps", "unknown-method"])
+def test_bad_params_stop_the_dry_run_with_one_line(tmp_path: Path, env: dict[str, str], key: str,
+                                                   value: object, mentions: str) -> None:
+    params = real_params()
+    _set(params, key, value)
+    result = run([str(BIN / "snakemake"), "-n"], copy_workflow(tmp_path, params), env)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and mentions in lines[0], result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+# --- fast: dvc.yaml is generated from the DAG ---------------------------------------------------
+
+def test_dvc_yaml_is_up_to_date_with_the_snakemake_dag(env: dict[str, str]) -> None:
+    result = run([*DVC_YAML, "--check"], ROOT, env)
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_edited_dvc_yaml_is_detected(tmp_path: Path, env: dict[str, str]) -> None:
+    edited = tmp_path / "dvc.yaml"
+    text = (ROOT / "dvc.yaml").read_text()
+    edited.write_text(re.sub(r"\n *- results/metrics/[^\n]*seed1\.json:\n[^\n]*\n[^\n]*", "", text, count=1))
+    assert edited.read_text() != text
+    result = run([*DVC_YAML, "--check", "--output", str(edited)], ROOT, env)
+    assert result.returncode == 1
+    assert "out of date" in result.stderr.strip().splitlines()[-1]
+
+
+def test_git_tracks_the_tables_and_metrics_dvc_does_not_cache(env: dict[str, str]) -> None:
+    """The tables and summary metrics are committed, or `dvc metrics diff` has no baseline."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    paths = [path for stage in stages.values() for entry in stage.get("metrics", [])
+             for path in entry]
+    paths += [path for stage in stages.values() for entry in stage.get("outs", [])
+              for path in entry if path.startswith("results/tables/")]
+    assert paths
+    ignored = run(["git", "check-ignore", "--no-index", *paths], ROOT, env).stdout.split()
+    assert not ignored, f"git ignores {ignored}; see the results/ lines of .gitignore"
+
+
+# --- slow: the README line and `dvc repro` on a tiny config ------------------------------------
+
+def tiny_params() -> dict:
+    params = real_params()
+    params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1]}}
+    params["training"]["digits"]["epochs"] = 1
+    params["evaluation"]["n_examples"] = 40
+    params["evaluation"]["autoattack"]["n_examples"] = 8
+    return params
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]):
+    """The README line, exactly, in a copy of the workflow with a tiny params.yaml."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("tiny"), tiny_params(), package=True)
+    return workdir, run(README_LINE, workdir, env)
+
+
+def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
+    workdir, result = tiny_run
+    logs = "\n".join(f"--- {log}\n{log.read_text()[-2000:]}" for log in workdir.glob("results/logs/**/*.log"))
+    assert result.returncode == 0, result.stderr[-4000:] + logs
+    from wscat.methods import display_name
+
+    methods = tiny_params()["experiments"]["digits"]["methods"]
+    names = [display_name(method) for method in methods]
+    tex = (workdir / "results/tables/digits.tex").read_text()
+    header = next(line for line in tex.splitlines() if line.strip().startswith("{Methods}"))
+    assert all(name.replace("_", r"\_") in header for name in names), header
+    rows = [line.strip().split("&")[0] for line in tex.splitlines()
+            if line.strip().startswith("{") and line.rstrip().endswith("\\\\")]
+    assert rows[1:] == ["{Natural}", "{FGSM}", "{PGD}", "{CW}", "{AA}", "{Mean}"], tex
+    with open(workdir / "results/tables/digits.csv", newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert sorted({row["method"] for row in table}) == sorted(names)
+    assert Counter(row["method"] for row in table) == {name: 6 for name in names}
+    summary = json.loads((workdir / "results/metrics/digits.json").read_text())
+    assert sorted(summary) == sorted(methods)
+
+
+def test_dvc_repro_reruns_only_the_changed_method(tiny_run, env: dict[str, str]) -> None:
+    workdir, result = tiny_run
+    assert result.returncode == 0, "the README line failed; see test_readme_line_builds_the_table"
+    git = ["git", "-c", "user.name=wscat-test", "-c", "user.email=wscat-test@example.invalid"]
+    dvc = str(BIN / "dvc")
+    shutil.copy2(ROOT / ".dvcignore", workdir / ".dvcignore")
+    # results/ is git-ignored except the tables and the summary metrics (see the test above).
+    shutil.copy2(ROOT / ".gitignore", workdir / ".gitignore")
+    steps = [[*git, "init", "-q"], [dvc, "init", "-q"], [dvc, "config", "core.analytics", "false"],
+             [*DVC_YAML, "--root", str(workdir)], [dvc, "repro"], [*git, "add", "-A"],
+             [*git, "commit", "-q", "-m", "tiny run"]]
+    for step in steps:
+        done = run(step, workdir, env)
+        assert done.returncode == 0, f"{step}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    models = workdir / "results/models/digits/cnn"
+    before = {path: path.stat().st_mtime_ns for path in models.glob("*/seed1/best.pt")}
+
+    params = yaml.safe_load((workdir / "params.yaml").read_text())
+    params["methods"]["wscat"]["beta"] = 5.0
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    done = run([dvc, "repro"], workdir, env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    changed = {path.parent.parent.name for path, mtime in before.items() if path.stat().st_mtime_ns != mtime}
+    assert changed == {"wscat"}  # Snakemake re-ran exactly the jobs the params change touched
+    diff = run([dvc, "metrics", "diff", "--json"], workdir, env)
+    assert diff.returncode == 0, diff.stderr
+    keys = set(json.loads(diff.stdout).get("results/metrics/digits.json", {}))
+    assert keys and all(key.startswith("wscat.") for key in keys), diff.stdout
+    shown = run([dvc, "metrics", "diff"], workdir, env).stdout
+    assert "wscat." in shown, shown

@@ -1,0 +1,26 @@
+"""A tiny but complete params set for fast tests (same schema as params.yaml)."""
+import copy
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_params(epochs: int = 2) -> dict:
+    """params.yaml with a short schedule, small validation attacks and a small AutoAttack subset."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = copy.deepcopy(params)
+    params["experiments"]["digits"]["seeds"] = [1]
+    params["training"]["digits"]["epochs"] = epochs
+    params["datasets"]["digits"]["train_steps"] = 3
+    params["evaluation"]["n_examples"] = 40
+    params["evaluation"]["pgd_steps"] = 5
+    params["evaluation"]["cw_steps"] = 5
+    params["evaluation"]["autoattack"]["n_examples"] = 8
+    return params
+
+
+def write_params(path: Path, params: dict) -> Path:
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return path

@@ -1,0 +1,20 @@
+rule pseudo_label:
+    """The labeler's predictions on the unlabelled part (and their accuracy, per class)."""
+    input:
+        split=get_split,
+        checkpoint=get_labeler_checkpoint,
+    output:
+        labels="results/pseudo/{dataset}/{model}/{labeler}/seed{seed}.npz",
+        metrics="results/pseudo/{dataset}/{model}/{labeler}/seed{seed}.json",
+    log:
+        "results/logs/pseudo_label/{dataset}/{model}/{labeler}/seed{seed}.log",
+    params:
+        params_file=PARAMS,
+    threads: 1
+    resources:
+        gpu=1,
+    shell:
+        "wscat pseudo-label --params {params.params_file} --dataset {wildcards.dataset}"
+        " --model {wildcards.model} --labeler {wildcards.labeler} --seed {wildcards.seed}"
+        " --split {input.split} --checkpoint {input.checkpoint}"
+        " --out {output.labels} --metrics {output.metrics} --threads {threads} > {log} 2>&1"

@@ -1,0 +1,24 @@
+rule train:
+    """One method, one seed: the shared trainer with the method's loss."""
+    input:
+        unpack(get_pseudo_input),
+        split=get_split,
+    output:
+        best="results/models/{dataset}/{model}/{method}/seed{seed}/best.pt",
+        last="results/models/{dataset}/{model}/{method}/seed{seed}/last.pt",
+        log="results/models/{dataset}/{model}/{method}/seed{seed}/train_log.csv",
+    log:
+        "results/logs/train/{dataset}/{model}/{method}/seed{seed}.log",
+    params:
+        params_file=PARAMS,
+        pseudo=get_pseudo_flag,
+        out_dir=get_out_dir,
+        config=get_train_params,
+    threads: 1
+    resources:
+        gpu=1,
+    shell:
+        "wscat train --params {params.params_file} --dataset {wildcards.dataset}"
+        " --model {wildcards.model} --method {wildcards.method} --seed {wildcards.seed}"
+        " --split {input.split}{params.pseudo} --out-dir {params.out_dir}"
+        " --threads {threads} > {log} 2>&1"

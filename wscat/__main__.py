@@ -1,0 +1,6 @@
+"""`python -m wscat`."""
+import sys
+
+from wscat.cli import main
+
+sys.exit(main())

@@ -1,0 +1,133 @@
+"""`wscat <step>`: split, train, pseudo-label, evaluate, table. Bad input: one line, exit 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from wscat.config import ConfigError, load_params
+
+
+def _common(parser: argparse.ArgumentParser, *names: str) -> None:
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"),
+                        help="params file (default: params.yaml)")
+    for name in names:
+        if name == "seed":
+            parser.add_argument("--seed", type=int, required=True, help="run seed (1, 2, 3 in the paper)")
+        elif name == "threads":
+            parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+            parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+        else:
+            parser.add_argument(f"--{name}", required=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wscat", description=__doc__)
+    steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
+
+    p = steps.add_parser("split", help="class-balanced labelled/unlabelled/validation split of one seed")
+    _common(p, "dataset", "seed")
+    p.add_argument("--out", type=Path, required=True)
+
+    p = steps.add_parser("train", help="train one method (resumes from OUT_DIR/resume/last.pt)")
+    _common(p, "dataset", "model", "method", "seed", "threads")
+    p.add_argument("--split", type=Path, required=True)
+    p.add_argument("--pseudo", type=Path, default=None, help="pseudo-labels (methods with data: pseudo)")
+    p.add_argument("--out-dir", type=Path, required=True)
+
+    p = steps.add_parser("pseudo-label", help="label the unlabelled part with a trained labeler")
+    _common(p, "dataset", "model", "labeler", "seed", "threads")
+    p.add_argument("--split", type=Path, required=True)
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--metrics", type=Path, required=True)
+
+    p = steps.add_parser("evaluate", help="Natural, FGSM, PGD, CW, AutoAttack on the test set")
+    _common(p, "dataset", "model", "method", "seed", "threads")
+    p.add_argument("--split", type=Path, required=True)
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+
+    p = steps.add_parser("table", help="render an experiment's table (.tex, .csv, summary .json)")
+    _common(p, "experiment")
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--csv", type=Path, required=True)
+    p.add_argument("--summary", type=Path, required=True)
+    p.add_argument("metrics", type=Path, nargs="+", help="per-(method, seed) metrics JSON files")
+    return parser
+
+
+def _device(args: argparse.Namespace):
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(args.device)
+
+
+def _check_names(params: dict, args: argparse.Namespace) -> None:
+    if getattr(args, "dataset", None) is not None and args.dataset not in params["datasets"]:
+        raise ConfigError(f"unknown dataset '{args.dataset}'; configured in params.yaml: "
+                          f"{', '.join(params['datasets'])}")
+    for attr in ("method", "labeler"):
+        name = getattr(args, attr, None)
+        if name is not None and name not in params["methods"]:
+            raise ConfigError(f"unknown {attr} '{name}'; configured in params.yaml: "
+                              f"{', '.join(params['methods'])}")
+
+
+def run(args: argparse.Namespace) -> None:
+    params = load_params(args.params)
+    _check_names(params, args)
+    from wscat import pipeline
+
+    if args.step == "split":
+        pipeline.run_split(params, args.dataset, args.seed, args.out)
+    elif args.step == "train":
+        summary = pipeline.run_train(params, dataset=args.dataset, model=args.model,
+                                     method=args.method, seed=args.seed, split_path=args.split,
+                                     pseudo_path=args.pseudo, out_dir=args.out_dir,
+                                     device=_device(args))
+        print(f"trained {args.method} seed {args.seed}: best epoch {summary['best_epoch']}")
+    elif args.step == "pseudo-label":
+        report = pipeline.run_pseudo_label(dataset=args.dataset, seed=args.seed,
+                                           split_path=args.split, checkpoint=args.checkpoint,
+                                           out=args.out, metrics=args.metrics,
+                                           labeler=args.labeler, device=_device(args))
+        print(f"pseudo-label accuracy ({args.labeler}): {report['accuracy']:.2f}%")
+    elif args.step == "evaluate":
+        result = pipeline.run_evaluate(params, dataset=args.dataset, model=args.model,
+                                       method=args.method, seed=args.seed, split_path=args.split,
+                                       checkpoint=args.checkpoint, out=args.out,
+                                       device=_device(args))
+        print(" ".join(f"{k}={v:.2f}" for k, v in result["accuracy"].items()))
+    elif args.step == "table":
+        from wscat.methods import display_name, is_adversarial
+        from wscat.report import write_table
+
+        if args.experiment not in params["experiments"]:
+            raise ConfigError(f"unknown experiment '{args.experiment}'; configured: "
+                              f"{', '.join(params['experiments'])}")
+        experiment = params["experiments"][args.experiment]
+        methods = experiment["methods"]
+        write_table(experiment=args.experiment, dataset=experiment["dataset"],
+                    model=experiment["model"], metrics_files=args.metrics, methods=methods,
+                    display_names={m: display_name(m) for m in methods},
+                    adversarial={m for m in methods if is_adversarial(params["methods"][m])},
+                    tex_path=args.tex, csv_path=args.csv, summary_path=args.summary)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except (ConfigError, ValueError, FileNotFoundError) as error:
+        print(f"wscat {args.step}: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

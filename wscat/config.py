@@ -1,0 +1,110 @@
+"""Typed access to params.yaml, validated once against workflow/schemas/params.schema.yaml.
+
+The schema is the single definition of what is valid; this module adds only the checks a
+JSON schema cannot express (cross-references between sections).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "params.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A bad value in params.yaml or on the command line; the message says how to fix it."""
+
+
+def load_schema() -> dict[str, Any]:
+    """The params schema (shipped inside the package; the workflow validates with the same file)."""
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _where(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "<top level>"
+
+
+def validate_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Check `params` against the schema and the cross-references; raise ConfigError on the first problem."""
+    validator = jsonschema.Draft202012Validator(load_schema())
+    errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), e.path))
+    if errors:
+        error = errors[0]
+        if error.validator == "additionalProperties":
+            message = f"unknown key in params.yaml at {_where(error)}: {error.message}"
+        elif error.validator == "propertyNames":
+            message = f"unknown name in params.yaml at {_where(error)}: {error.message}"
+        else:
+            message = f"bad value in params.yaml at {_where(error)}: {error.message}"
+        raise ConfigError(message + " (see workflow/schemas/params.schema.yaml)")
+    _check_references(params)
+    return params
+
+
+def _check_references(params: dict[str, Any]) -> None:
+    methods = params["methods"]
+    for name, experiment in params["experiments"].items():
+        dataset = experiment["dataset"]
+        for section in ("datasets", "training"):
+            if dataset not in params[section]:
+                raise ConfigError(f"experiments.{name}: dataset '{dataset}' has no entry under "
+                                  f"{section}: in params.yaml; add one")
+        for method in experiment["methods"]:
+            if method not in methods:
+                raise ConfigError(f"experiments.{name}: unknown method '{method}'; known methods: "
+                                  f"{', '.join(sorted(methods))}")
+    for name, method in methods.items():
+        labeler = method.get("labeler")
+        if labeler is not None and labeler not in methods:
+            raise ConfigError(f"methods.{name}.labeler: unknown method '{labeler}'")
+        if labeler is not None and methods[labeler]["data"] == "pseudo":
+            raise ConfigError(f"methods.{name}.labeler: '{labeler}' itself needs pseudo-labels; "
+                              "a labeler must train on labelled (or unlabelled) data alone")
+        if method["data"] != "pseudo" and labeler is not None:
+            raise ConfigError(f"methods.{name}: labeler is only used with data: pseudo")
+    for name, dataset in params["datasets"].items():
+        if dataset["eps"] > 0 and (dataset["train_step_size"] <= 0 or dataset["eval_step_size"] <= 0):
+            raise ConfigError(f"datasets.{name}: step sizes must be positive when eps > 0")
+
+
+def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """Read and validate a params file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"params file not found: {path} (run from the repository root or pass --params)")
+    try:
+        params = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from error
+    if not isinstance(params, dict):
+        raise ConfigError(f"{path} must hold a mapping of sections (experiments, datasets, ...)")
+    return validate_params(params)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one (dataset, model, method, seed) run needs, taken from params.yaml."""
+
+    dataset: str
+    model: str
+    method: str
+    seed: int
+    data: dict[str, Any]
+    training: dict[str, Any]
+    method_params: dict[str, Any]
+    evaluation: dict[str, Any]
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], *, dataset: str, model: str, method: str,
+                    seed: int) -> "RunConfig":
+        if dataset not in params["datasets"]:
+            raise ConfigError(f"unknown dataset '{dataset}'; configured: {', '.join(params['datasets'])}")
+        if method not in params["methods"]:
+            raise ConfigError(f"unknown method '{method}'; configured: {', '.join(params['methods'])}")
+        return cls(dataset=dataset, model=model, method=method, seed=seed,
+                   data=params["datasets"][dataset], training=params["training"][dataset],
+                   method_params=params["methods"][method], evaluation=params["evaluation"])

@@ -1,0 +1,90 @@
+"""Fixed stratified test split and per-seed class-balanced labelled / unlabelled / validation split."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from wscat.io import atomic_path
+
+
+@dataclass(frozen=True)
+class Split:
+    """Indices into the dataset. `labelled` excludes `validation`; `unlabelled` never carries labels."""
+
+    dataset: str
+    seed: int
+    labelled: np.ndarray
+    unlabelled: np.ndarray
+    validation: np.ndarray
+    test: np.ndarray
+
+
+def _per_class(labels: np.ndarray, pool: np.ndarray, per_class: int, rng: np.random.Generator,
+               num_classes: int) -> np.ndarray:
+    chosen = []
+    for c in range(num_classes):
+        members = pool[labels[pool] == c]
+        if per_class > len(members):
+            raise ValueError(f"class {c} has only {len(members)} samples but {per_class} were asked "
+                             "for; lower datasets.<name>.labelled in params.yaml")
+        chosen.append(rng.permutation(members)[:per_class])
+    return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
+
+
+def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
+               test_fraction: float, labelled: int, val_fraction: float, val_max: int) -> Split:
+    """Split as the paper's Table 1: test fixed (seed 0); labelled and validation class-balanced per seed."""
+    labels = np.asarray(labels)
+    everything = np.arange(len(labels))
+    test = _per_class_fraction(labels, everything, test_fraction, num_classes)
+    pool = np.setdiff1d(everything, test)
+    if labelled > len(pool):
+        raise ValueError(f"labelled = {labelled} but only {len(pool)} training samples exist; lower "
+                         "datasets.<name>.labelled in params.yaml")
+    if labelled % num_classes:
+        raise ValueError(f"labelled = {labelled} is not a multiple of the {num_classes} classes; "
+                         "the labelled set is class-balanced")
+    rng = np.random.default_rng(seed)
+    labelled_idx = _per_class(labels, pool, labelled // num_classes, rng, num_classes)
+    n_val = min(int(val_fraction * labelled), val_max) // num_classes
+    validation = _per_class(labels, labelled_idx, n_val, rng, num_classes)
+    return Split(dataset=dataset, seed=seed,
+                 labelled=np.setdiff1d(labelled_idx, validation),
+                 unlabelled=np.setdiff1d(pool, labelled_idx),
+                 validation=validation, test=test)
+
+
+def _per_class_fraction(labels: np.ndarray, pool: np.ndarray, fraction: float,
+                        num_classes: int) -> np.ndarray:
+    """A stratified fraction of `pool`, fixed (seed 0) whatever the run seed."""
+    rng = np.random.default_rng(0)
+    parts = []
+    for c in range(num_classes):
+        members = pool[labels[pool] == c]
+        parts.append(rng.permutation(members)[: int(round(fraction * len(members)))])
+    return np.sort(np.concatenate(parts))
+
+
+def save_split(split: Split, path: str | Path) -> None:
+    """Write the split as .npz atomically."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, dataset=np.array(split.dataset), seed=np.array(split.seed),
+                     labelled=split.labelled, unlabelled=split.unlabelled,
+                     validation=split.validation, test=split.test)
+
+
+def load_split(path: str | Path) -> Split:
+    """Read a split written by `save_split`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"split file not found: {path} (run `wscat split` first)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return Split(dataset=str(data["dataset"]), seed=int(data["seed"]),
+                         labelled=data["labelled"], unlabelled=data["unlabelled"],
+                         validation=data["validation"], test=data["test"])
+    except (KeyError, ValueError, OSError) as error:
+        raise ValueError(f"{path} is not a wscat split file ({error}); rerun `wscat split`") from error

@@ -1,0 +1,46 @@
+"""Training methods, one module each; variants (RST, WSCAT-sup) are configuration, not copies."""
+from __future__ import annotations
+
+from typing import Any
+
+from wscat.methods.base import Batch, Method, StepContext
+from wscat.methods.mean_teacher import MeanTeacher
+from wscat.methods.standard import Standard
+from wscat.methods.trades import Trades
+from wscat.methods.wscat import Wscat
+
+# How the paper's tables name each configured method.
+DISPLAY_NAMES = {"standard": "Standard", "trades": "TRADES", "wscat-sup": "WSCAT-sup",
+                 "mt": "MT", "rst": "RST", "wscat": "WSCAT"}
+NON_ADVERSARIAL_OBJECTIVES = {"standard", "mean_teacher"}
+
+
+def display_name(method: str) -> str:
+    """The paper's name of a method key (unknown keys are shown as they are)."""
+    return DISPLAY_NAMES.get(method, method)
+
+
+def is_adversarial(method_params: dict[str, Any]) -> bool:
+    """Whether a method is adversarial training (only those compete for bold in the tables)."""
+    return method_params["objective"] not in NON_ADVERSARIAL_OBJECTIVES
+
+
+def build_method(method_params: dict[str, Any], feature_dim: int) -> Method:
+    """The method object for a params.yaml `methods.<name>` entry."""
+    objective = method_params["objective"]
+    if objective == "standard":
+        return Standard()
+    if objective == "trades":
+        return Trades(lam=method_params["lam"])
+    if objective == "wscat":
+        keys = ("lam", "beta", "temperature", "anchors", "label_smoothing", "projection_dim")
+        return Wscat(feature_dim, **{k: method_params[k] for k in keys})
+    if objective == "mean_teacher":
+        keys = ("consistency", "rampup_epochs", "teacher_decay", "teacher_decay_late",
+                "label_smoothing")
+        return MeanTeacher(**{k: method_params[k] for k in keys})
+    raise ValueError(f"unknown objective '{objective}'")
+
+
+__all__ = ["Batch", "DISPLAY_NAMES", "Method", "StepContext", "build_method", "display_name",
+           "is_adversarial"]

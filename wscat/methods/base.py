@@ -1,0 +1,44 @@
+"""What the shared trainer hands a method each step, and what a method gives back."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class Batch:
+    """Natural images x (augmented), the same images un-augmented, and labels (-1: no label)."""
+
+    x: torch.Tensor
+    x_raw: torch.Tensor
+    labels: torch.Tensor
+
+
+@dataclass
+class StepContext:
+    """Threat model of the training attack, randomness, the EMA model and training progress."""
+
+    eps: float
+    step_size: float
+    steps: int
+    generator: torch.Generator
+    ema_model: nn.Module
+    progress: float  # epochs done, fractional
+    augment: Callable[[torch.Tensor], torch.Tensor]
+
+
+class Method(nn.Module):
+    """A training method: its loss on one page; trainable parts of its own live in this module."""
+
+    adversarial: bool = True
+
+    def loss(self, model: nn.Module, batch: Batch, ctx: StepContext
+             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    def ema_decay(self, progress: float) -> float | None:
+        """EMA decay a method imposes (Mean Teacher's teacher); None: the trainer's default."""
+        return None

@@ -1,0 +1,59 @@
+"""WSCAT (paper Eq. 7-9 with the released code's details).
+
+Inner maximisation (Eq. 8, complete AE generation):
+    x' = argmax_{x' in B_eps(x)} KL(C(x) || C(x')) + beta * l_con(z', z)
+with C(x) detached, positives from the CURRENT model's predictions argmax C(x), BatchNorm in train
+mode with frozen running statistics, uniform random start.
+Outer minimisation (Eq. 9):
+    CE_ls(C(x), y) over samples with a (true or pseudo) label
+    + lam * (KL(C(x) || C(x')) + beta * l_con(z', z)),  the KL target not detached.
+z = head_natural(f(x)), z' = head_adversarial(f(x')): two projection heads, trained by the outer
+loss only. The natural forward is done once and serves the attack (detached) and the outer loss:
+12 forward passes a step.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from wscat.attacks import frozen_batchnorm_stats, pgd
+from wscat.losses import Anchors, cross_entropy, dynamic_contrastive_loss, kl_divergence
+from wscat.methods.base import Batch, Method, StepContext
+from wscat.models import ProjectionHead
+
+
+class Wscat(Method):
+    def __init__(self, feature_dim: int, *, lam: float, beta: float, temperature: float,
+                 anchors: Anchors, label_smoothing: float, projection_dim: int) -> None:
+        super().__init__()
+        self.head_natural = ProjectionHead(feature_dim, projection_dim)
+        self.head_adversarial = ProjectionHead(feature_dim, projection_dim)
+        self.lam, self.beta, self.temperature = lam, beta, temperature
+        self.anchors, self.label_smoothing = anchors, label_smoothing
+
+    def l_con(self, z: torch.Tensor, z_adv: torch.Tensor, predicted: torch.Tensor) -> torch.Tensor:
+        return dynamic_contrastive_loss(z, z_adv, predicted, temperature=self.temperature,
+                                        anchors=self.anchors)
+
+    def loss(self, model: nn.Module, batch: Batch, ctx: StepContext
+             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        model.train()
+        features, logits_natural = model(batch.x)
+        z = self.head_natural(features)
+        predicted = logits_natural.argmax(1).detach()
+        target, z_target = logits_natural.detach(), z.detach()
+
+        def inner(x: torch.Tensor) -> torch.Tensor:
+            features_adv, logits_adv = model(x)
+            return (kl_divergence(target, logits_adv)
+                    + self.beta * self.l_con(z_target, self.head_adversarial(features_adv), predicted))
+
+        with frozen_batchnorm_stats(model):
+            x_adv = pgd(inner, batch.x, eps=ctx.eps, step_size=ctx.step_size, steps=ctx.steps,
+                        random_start="uniform", generator=ctx.generator)
+        features_adv, logits_adversarial = model(x_adv)
+        ce = cross_entropy(logits_natural, batch.labels, self.label_smoothing)
+        kl = kl_divergence(logits_natural, logits_adversarial)
+        con = self.l_con(z, self.head_adversarial(features_adv), predicted)
+        loss = ce + self.lam * (kl + self.beta * con)
+        return loss, {"ce": ce.detach(), "kl": kl.detach(), "l_con": con.detach()}

@@ -1,0 +1,176 @@
+"""The pipeline steps behind `wscat <step>`: each reads files, writes files atomically, and records
+a manifest. The Snakemake rules call these through the command line."""
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wscat import __version__
+from wscat.checkpoint import load_checkpoint
+from wscat.config import RunConfig
+from wscat.data import ImageDataset, Split, load_dataset, load_split, make_split, save_split
+from wscat.evaluation import attack_suite
+from wscat.io import atomic_path, write_json
+from wscat.models import build_model
+from wscat.training import TrainingData, train
+
+
+def versions() -> dict[str, str]:
+    """Package versions and git revision, for manifests."""
+    found = {"python": platform.python_version(), "wscat": __version__}
+    for package in ("torch", "torchvision", "pyautoattack", "numpy", "scikit-learn"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "absent"
+    try:
+        found["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                      text=True, timeout=5).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        found["git"] = "unknown"
+    return found
+
+
+def run_split(params: dict[str, Any], dataset: str, seed: int, out: Path) -> Split:
+    """Write results/splits/{dataset}/seed{seed}.npz."""
+    source = load_dataset(dataset)
+    cfg = params["datasets"][dataset]
+    split = make_split(dataset, source.labels.numpy(), num_classes=source.num_classes, seed=seed,
+                       test_fraction=cfg["test_fraction"], labelled=cfg["labelled"],
+                       val_fraction=cfg["val_fraction"], val_max=cfg["val_max"])
+    save_split(split, out)
+    return split
+
+
+def _checked_split(path: Path, dataset: str, seed: int) -> Split:
+    split = load_split(path)
+    if split.dataset != dataset or split.seed != seed:
+        raise ValueError(f"{path} is the split of {split.dataset} seed {split.seed}, not of "
+                         f"{dataset} seed {seed}")
+    return split
+
+
+def load_pseudo_labels(path: Path, split: Split) -> np.ndarray:
+    """Pseudo-labels of split.unlabelled, in that order."""
+    if not path.is_file():
+        raise FileNotFoundError(f"pseudo-label file not found: {path} (run `wscat pseudo-label`)")
+    with np.load(path, allow_pickle=False) as data:
+        indices, labels = data["indices"], data["pseudo_labels"]
+    if not np.array_equal(indices, split.unlabelled):
+        raise ValueError(f"{path} was made for another split; rerun `wscat pseudo-label`")
+    return labels
+
+
+def training_data(source: ImageDataset, split: Split, data_kind: str,
+                  pseudo_labels: np.ndarray | None) -> TrainingData:
+    """Tensors for a run. The true labels of unlabelled samples are never copied in."""
+    x, y = source.images, source.labels
+    unlabelled = torch.as_tensor(split.unlabelled)
+    if data_kind == "labelled":
+        unlabelled = unlabelled[:0]
+        y_u = torch.empty(0, dtype=torch.long)
+    elif data_kind == "pseudo":
+        if pseudo_labels is None:
+            raise ValueError("this method trains on pseudo-labels: pass --pseudo FILE")
+        y_u = torch.as_tensor(pseudo_labels, dtype=torch.long)
+    else:  # semi: unlabelled images, no labels at all
+        y_u = torch.full((len(unlabelled),), -1, dtype=torch.long)
+    labelled, validation = torch.as_tensor(split.labelled), torch.as_tensor(split.validation)
+    return TrainingData(labelled_x=x[labelled], labelled_y=y[labelled], unlabelled_x=x[unlabelled],
+                        unlabelled_y=y_u, validation_x=x[validation], validation_y=y[validation],
+                        num_classes=source.num_classes, mean=source.mean, std=source.std,
+                        n_train=len(split.labelled) + len(split.unlabelled))
+
+
+def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
+              split_path: Path, pseudo_path: Path | None, out_dir: Path,
+              device: torch.device) -> dict[str, Any]:
+    """Train one (dataset, model, method, seed)."""
+    run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    split = _checked_split(split_path, dataset, seed)
+    kind = run.method_params["data"]
+    if kind == "pseudo" and pseudo_path is None:
+        raise ValueError(f"method '{method}' trains on pseudo-labels from "
+                         f"'{run.method_params['labeler']}': pass --pseudo FILE")
+    pseudo = load_pseudo_labels(pseudo_path, split) if kind == "pseudo" else None
+    data = training_data(load_dataset(dataset), split, kind, pseudo)
+    return train(run, data, out_dir, device=device, meta={"versions": versions()})
+
+
+def load_model(checkpoint: Path, device: torch.device) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The EMA model of a checkpoint, in eval mode, and the checkpoint's metadata."""
+    state = load_checkpoint(checkpoint, map_location=device)
+    meta = state["meta"]
+    model = build_model(meta["model"], in_channels=meta["in_channels"],
+                        num_classes=meta["num_classes"], mean=tuple(meta["mean"]),
+                        std=tuple(meta["std"])).to(device)
+    model.load_state_dict(state["ema"])
+    return model.eval(), {**meta, "epoch": state.get("epoch", state.get("best", {}).get("epoch"))}
+
+
+def run_pseudo_label(*, dataset: str, seed: int, split_path: Path, checkpoint: Path, out: Path,
+                     metrics: Path, labeler: str, device: torch.device) -> dict[str, Any]:
+    """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation)."""
+    split = _checked_split(split_path, dataset, seed)
+    source = load_dataset(dataset)
+    model, meta = load_model(checkpoint, device)
+    images = source.images[torch.as_tensor(split.unlabelled)].to(device)
+    with torch.no_grad():
+        predicted = torch.cat([model(images[i:i + 512])[1].argmax(1).cpu()
+                               for i in range(0, len(images), 512)])
+    truth = source.labels[torch.as_tensor(split.unlabelled)]  # for the metric only
+    per_class = {str(c): round(100.0 * float((predicted[truth == c] == c).float().mean()), 4)
+                 for c in range(source.num_classes) if bool((truth == c).any())}
+    report = {"dataset": dataset, "seed": seed, "labeler": labeler, "n": len(predicted),
+              "accuracy": round(100.0 * float((predicted == truth).float().mean()), 4),
+              "per_class_accuracy": per_class,
+              "manifest": {"checkpoint": str(checkpoint), "checkpoint_epoch": meta["epoch"],
+                           "ema": True, "mode": "eval", "versions": versions()}}
+    with atomic_path(out) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, indices=split.unlabelled, pseudo_labels=predicted.numpy())
+    write_json(metrics, report)
+    return report
+
+
+def run_evaluate(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
+                 split_path: Path, checkpoint: Path, out: Path, device: torch.device
+                 ) -> dict[str, Any]:
+    """The attack suite on the test set; writes the metrics JSON with its manifest."""
+    run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    split = _checked_split(split_path, dataset, seed)
+    net, meta = load_model(checkpoint, device)
+    if (meta["dataset"], meta["method"], meta["seed"]) != (dataset, method, seed):
+        raise ValueError(f"{checkpoint} holds {meta['method']} seed {meta['seed']} on "
+                         f"{meta['dataset']}, not {method} seed {seed} on {dataset}")
+    evaluation, threat = params["evaluation"], run.data
+    test = torch.as_tensor(split.test)
+    if evaluation["n_examples"] is not None:
+        test = test[: evaluation["n_examples"]]
+    source = load_dataset(dataset)
+    x, y = source.images[test].to(device), source.labels[test].to(device)
+    started = time.perf_counter()
+    accuracies, manifest = attack_suite(
+        net, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
+        pgd_steps=evaluation["pgd_steps"], cw_steps=evaluation["cw_steps"],
+        batch_size=evaluation["batch_size"], aa_examples=evaluation["autoattack"]["n_examples"],
+        aa_version=evaluation["autoattack"]["version"], aa_seed=evaluation["autoattack"]["seed"],
+        seed=seed)
+    result = {"dataset": dataset, "model": model, "method": method, "seed": seed,
+              "accuracy": {k: round(v, 4) for k, v in accuracies.items()},
+              "manifest": {**manifest, "eps": threat["eps"], "seed": seed,
+                           "n_examples": len(x), "test_set": "fixed stratified test split",
+                           "checkpoint": {"path": str(checkpoint), "epoch": meta["epoch"],
+                                          "ema": True, "which": evaluation["checkpoint"]},
+                           "model_mode": "eval", "device": str(device), "versions": versions()}}
+    write_json(out, result)  # no timings inside: same params + seed give the same file
+    print(f"evaluated in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return result

@@ -1,0 +1,181 @@
+"""The paper's Table 2: per-(method, seed) metrics files -> mean and std over seeds -> .tex/.csv/.json."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import jinja2
+import numpy as np
+import pandas as pd
+
+from wscat.io import write_json, write_text
+
+METRICS = ["Natural", "FGSM", "PGD", "CW", "AA", "Mean"]
+TEMPLATES = Path(__file__).with_name("templates")
+_REQUIRED = ("dataset", "model", "method", "seed", "accuracy")
+_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                   "^": r"\textasciicircum{}"}
+_LABEL = re.compile(r"[A-Za-z0-9:._\-]+")
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX special characters in plain text."""
+    return "".join(_LATEX_SPECIALS.get(char, char) for char in text)
+
+
+def _read_metrics(path: Path) -> dict:
+    """Load and validate one metrics file; any problem is a one-line ValueError naming it."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: metrics file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: cannot read metrics file ({err})") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    missing = [key for key in _REQUIRED if key not in data]
+    if missing:
+        raise ValueError(f"{path}: missing key(s) {', '.join(missing)}")
+    if not isinstance(data["method"], str) or not data["method"]:
+        raise ValueError(f"{path}: 'method' must be a non-empty string")
+    if not isinstance(data["seed"], int) or isinstance(data["seed"], bool):
+        raise ValueError(f"{path}: 'seed' must be an integer, got {data['seed']!r}")
+    accuracy = data["accuracy"]
+    if not isinstance(accuracy, dict):
+        raise ValueError(f"{path}: 'accuracy' must be an object of metric -> percent")
+    absent = [metric for metric in METRICS if metric not in accuracy]
+    if absent:
+        raise ValueError(f"{path}: 'accuracy' lacks metric(s) {', '.join(absent)}")
+    for metric in METRICS:
+        value = accuracy[metric]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{path}: accuracy '{metric}' must be a finite number, got {value!r}")
+    return data
+
+
+def collect(metrics_files: list[Path]) -> pd.DataFrame:
+    """Read metrics files into a long frame (method, seed, metric, value).
+
+    All files must share one dataset and model (kept in `frame.attrs`) and name distinct (method, seed).
+    """
+    if not metrics_files:
+        raise ValueError("no metrics files given")
+    records: list[dict] = []
+    seen: dict[tuple[str, int], Path] = {}
+    setting: tuple[str, str] | None = None
+    for path in map(Path, metrics_files):
+        data = _read_metrics(path)
+        key = (data["method"], data["seed"])
+        if key in seen:
+            raise ValueError(f"{path}: method {key[0]!r} seed {key[1]} already read from {seen[key]}")
+        seen[key] = path
+        if setting is None:
+            setting = (data["dataset"], data["model"])
+        elif (data["dataset"], data["model"]) != setting:
+            raise ValueError(f"{path}: dataset/model {data['dataset']}/{data['model']} differs from "
+                             f"{setting[0]}/{setting[1]} of the other metrics files")
+        records += [{"method": key[0], "seed": key[1], "metric": metric,
+                     "value": float(data["accuracy"][metric])} for metric in METRICS]
+    frame = pd.DataFrame.from_records(records, columns=["method", "seed", "metric", "value"])
+    frame.attrs.update(dataset=setting[0], model=setting[1])
+    return frame
+
+
+def summarise(frame: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
+    """Mean, population std (ddof=0) and number of seeds per (method, metric), in `methods` x METRICS order."""
+    if not methods:
+        raise ValueError("no methods given")
+    if len(set(methods)) != len(methods):
+        raise ValueError(f"methods listed more than once: {methods}")
+    present = set(frame["method"])
+    missing = [method for method in methods if method not in present]
+    if missing:
+        raise ValueError(f"no metrics file for method(s) {', '.join(missing)}")
+    seeds = {method: sorted(set(frame.loc[frame["method"] == method, "seed"])) for method in methods}
+    if len({tuple(s) for s in seeds.values()}) > 1:
+        detail = "; ".join(f"{method}: {s}" for method, s in seeds.items())
+        raise ValueError(f"methods were run with different seeds ({detail})")
+    rows = []
+    for method in methods:
+        for metric in METRICS:
+            values = frame.loc[(frame["method"] == method) & (frame["metric"] == metric), "value"].to_numpy()
+            if values.size != len(seeds[method]):
+                raise ValueError(f"method {method}: {values.size} {metric} values for {len(seeds[method])} seeds")
+            rows.append({"method": method, "metric": metric, "mean": float(np.mean(values)),
+                         "std": float(np.std(values)), "n_seeds": int(values.size)})
+    return pd.DataFrame(rows, columns=["method", "metric", "mean", "std", "n_seeds"])
+
+
+def _environment() -> jinja2.Environment:
+    """Jinja2 with LaTeX-safe delimiters: ((* block *)), ((( variable ))), ((# comment #))."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=False, undefined=jinja2.StrictUndefined,
+        block_start_string="((*", block_end_string="*))", variable_start_string="(((",
+        variable_end_string=")))", comment_start_string="((#", comment_end_string="#))",
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: Mapping[str, str],
+               adversarial: Iterable[str], caption: str, label: str) -> str:
+    """Render Table 2: methods as columns; per row the best AT method (ties included) in bold."""
+    if not _LABEL.fullmatch(label):
+        raise ValueError(f"label {label!r} may only hold letters, digits and ':._-'")
+    unnamed = [method for method in methods if method not in display_names]
+    if unnamed:
+        raise ValueError(f"no display name for method(s) {', '.join(unnamed)}")
+    cells = summary.set_index(["method", "metric"])
+    absent = [(m, k) for m in methods for k in METRICS if (m, k) not in cells.index]
+    if absent:
+        raise ValueError(f"summary lacks (method, metric) {absent[0]}")
+    adversarial = set(adversarial)
+    rows = []
+    for metric in METRICS:
+        shown = {m: (round(cells.at[(m, metric), "mean"], 2), round(cells.at[(m, metric), "std"], 2))
+                 for m in methods}
+        best = max((shown[m][0] for m in methods if m in adversarial), default=None)
+        row = []
+        for method in methods:
+            mean, std = shown[method]
+            bold = r"\bm" if method in adversarial and mean == best else ""
+            row.append(f"${bold}{{{mean:.2f}}}_{{\\pm{std:.2f}}}$")
+        rows.append({"metric": metric, "cells": row})
+    template = _environment().get_template("table2.tex.j2")
+    return template.render(caption=latex_escape(caption), label=label, rows=rows,
+                           header=[latex_escape(display_names[m]) for m in methods])
+
+
+def write_table(*, experiment: str, dataset: str, model: str, metrics_files: list[Path],
+                methods: list[str], display_names: Mapping[str, str], adversarial: Iterable[str],
+                tex_path: Path, csv_path: Path, summary_path: Path) -> None:
+    """Build one experiment's table: the .tex, the long .csv (as reported.csv, plus n_seeds), the summary JSON.
+
+    Everything is read and rendered before the first file is written, so a failure writes nothing.
+    """
+    frame = collect(metrics_files)
+    if (frame.attrs["dataset"], frame.attrs["model"]) != (dataset, model):
+        raise ValueError(f"metrics files are for {frame.attrs['dataset']}/{frame.attrs['model']}, "
+                         f"not {dataset}/{model}")
+    summary = summarise(frame, methods)
+    seeds = sorted(set(frame.loc[frame["method"].isin(methods), "seed"]))
+    caption = (f"Performance on {dataset} ({model}): mean and standard deviation over seeds "
+               f"{', '.join(map(str, seeds))}. The best results of AT methods are bold.")
+    tex = render_tex(summary, methods=methods, display_names=display_names, adversarial=adversarial,
+                     caption=caption, label=f"Tab-RQ1-{experiment}")
+    long = summary.assign(table=experiment, dataset=dataset, model=model,
+                          method=summary["method"].map(display_names),
+                          mean=summary["mean"].round(2), std=summary["std"].round(2))
+    long = long.sort_values("metric", key=lambda metric: metric.map(METRICS.index), kind="stable")
+    csv = long[["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]].to_csv(
+        index=False, float_format="%.2f", lineterminator="\n")
+    means: dict[str, dict[str, float]] = {method: {} for method in methods}
+    for row in summary.itertuples():
+        means[row.method][row.metric] = round(float(row.mean), 4)
+    write_text(tex_path, tex)
+    write_text(csv_path, csv)
+    write_json(summary_path, means)

@@ -1,0 +1,203 @@
+"""The shared trainer. Each method supplies its loss; the trainer owns everything else.
+
+Randomness is drawn from a generator seeded by (seed, epoch), so a run killed after epoch k and
+resumed from its last checkpoint continues bit for bit as if it had never stopped.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from wscat.checkpoint import load_checkpoint, save_checkpoint
+from wscat.config import RunConfig
+from wscat.data import augment, iterations_per_epoch, sample_batch_indices
+from wscat.data.sampler import labelled_per_batch
+from wscat.evaluation import accuracy, harmonic_mean
+from wscat.io import write_text
+from wscat.methods import Batch, StepContext, build_method
+from wscat.models import build_model
+from wscat.training.ema import make_ema, update_ema
+from wscat.training.schedule import make_scheduler
+
+
+@dataclass
+class TrainingData:
+    """Tensors a run trains on. Unlabelled samples carry pseudo-labels or -1, never true labels."""
+
+    labelled_x: torch.Tensor
+    labelled_y: torch.Tensor
+    unlabelled_x: torch.Tensor
+    unlabelled_y: torch.Tensor
+    validation_x: torch.Tensor
+    validation_y: torch.Tensor
+    num_classes: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    # Labelled + unlabelled pool size; an epoch is ceil(n_train / batch) steps for EVERY method, so
+    # labelled-only baselines get the same number of updates as the semi-supervised ones.
+    n_train: int
+
+
+def _fingerprint(run: RunConfig, data: TrainingData) -> str:
+    sizes = [len(data.labelled_x), len(data.unlabelled_x), len(data.validation_x), data.n_train]
+    blob = json.dumps([asdict(run), sizes], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+
+
+def _validate(ema: torch.nn.Module, data: TrainingData, run: RunConfig) -> dict[str, float]:
+    """Validation score of the EMA model under the method's selection criterion."""
+    selection = run.method_params["selection"]
+    x, y = data.validation_x, data.validation_y
+    ema.eval()
+    natural = accuracy(ema, x, y)
+    scores = {"val_natural": natural}
+    attack = {"cw": "CW", "hm": "PGD"}.get(selection)
+    if attack:
+        steps = run.evaluation["cw_steps" if attack == "CW" else "pgd_steps"]
+        robust = accuracy(ema, x, y, attack=attack, eps=run.data["eps"],
+                          step_size=run.data["eval_step_size"], steps=steps,
+                          generator=torch.Generator().manual_seed(run.seed))
+        scores[f"val_{attack.lower()}"] = robust
+        scores["score"] = robust if selection == "cw" else harmonic_mean([natural, robust])
+    else:
+        scores["score"] = natural
+    return scores
+
+
+def _write_log(path: Path, history: list[dict[str, Any]]) -> None:
+    buffer = io.StringIO()
+    keys = list(dict.fromkeys(k for row in history for k in row))
+    writer = csv.DictWriter(buffer, fieldnames=keys)
+    writer.writeheader()
+    writer.writerows(history)
+    write_text(path, buffer.getvalue())
+
+
+def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
+          device: torch.device | str = "cpu", meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train `run.method`; write best.pt, last.pt and train_log.csv into `out_dir`.
+
+    While training, the last and best checkpoints live in out_dir/resume/; a rerun of the same
+    configuration resumes from there. Returns the final summary (best epoch and score).
+    """
+    out_dir, device = Path(out_dir), torch.device(device)
+    resume_dir = out_dir / "resume"
+    cfg, threat = run.training, run.data
+    torch.manual_seed(run.seed)
+    in_channels = data.labelled_x.shape[1]
+    model = build_model(run.model, in_channels=in_channels, num_classes=data.num_classes,
+                        mean=data.mean, std=data.std).to(device)
+    method = build_method(run.method_params, model.feature_dim).to(device)
+    optimizer = torch.optim.SGD(list(model.parameters()) + list(method.parameters()), lr=cfg["lr"],
+                                momentum=cfg["momentum"], nesterov=cfg["nesterov"],
+                                weight_decay=cfg["weight_decay"])
+    scheduler = make_scheduler(optimizer, cfg["epochs"], cfg["warmup_fraction"])
+    ema = make_ema(model)
+    fingerprint = _fingerprint(run, data)
+    meta = {**(meta or {}), "model": run.model, "in_channels": in_channels,
+            "num_classes": data.num_classes, "mean": list(data.mean), "std": list(data.std),
+            "dataset": run.dataset, "method": run.method, "seed": run.seed,
+            "fingerprint": fingerprint}
+    start_epoch, best, history = 0, {"score": float("-inf"), "epoch": -1}, []
+
+    if (resume_dir / "last.pt").is_file():
+        state = load_checkpoint(resume_dir / "last.pt", map_location=device)
+        if state["meta"]["fingerprint"] == fingerprint:
+            model.load_state_dict(state["model"])
+            ema.load_state_dict(state["ema"])
+            method.load_state_dict(state["method"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            start_epoch, best, history = state["epoch"] + 1, state["best"], state["history"]
+            print(f"resuming {run.method} seed {run.seed} from epoch {start_epoch}", file=sys.stderr)
+        else:
+            print("ignoring resume/last.pt: it was made with other params", file=sys.stderr)
+
+    x_l, y_l = data.labelled_x.to(device), data.labelled_y.to(device)
+    x_u, y_u = data.unlabelled_x.to(device), data.unlabelled_y.to(device)
+    data.validation_x, data.validation_y = data.validation_x.to(device), data.validation_y.to(device)
+    n_l, n_u = len(x_l), len(x_u)
+    iterations = iterations_per_epoch(data.n_train, cfg["batch_size"])
+    n_lpb = labelled_per_batch(n_l, n_u, cfg["batch_size"], cfg["labelled_per_batch"])
+    aug = run.data["augment"]
+    bar = tqdm(range(start_epoch, cfg["epochs"]), desc=f"{run.method} seed {run.seed}",
+               initial=start_epoch, total=cfg["epochs"], disable=not sys.stderr.isatty())
+
+    for epoch in bar:
+        started = time.perf_counter()
+        generator = _epoch_generator(run.seed, epoch)
+        model.train()
+        method.train()
+        totals: dict[str, torch.Tensor] = {}
+        for it, (li, ui) in enumerate(sample_batch_indices(
+                n_l, n_u, iterations=iterations, batch_size=cfg["batch_size"],
+                n_labelled_per_batch=n_lpb, generator=generator)):
+            li, ui = li.to(device), ui.to(device)
+            x_raw = torch.cat([x_l[li], x_u[ui]]) if n_u else x_l[li]
+            labels = torch.cat([y_l[li], y_u[ui]]) if n_u else y_l[li]
+
+            def view(x: torch.Tensor) -> torch.Tensor:
+                return augment(x, **aug, generator=generator)
+
+            progress = epoch + it / iterations
+            ctx = StepContext(eps=threat["eps"], step_size=threat["train_step_size"],
+                              steps=threat["train_steps"], generator=generator, ema_model=ema,
+                              progress=progress, augment=view)
+            loss, stats = method.loss(model, Batch(view(x_raw), x_raw, labels), ctx)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            decay = method.ema_decay(progress)
+            if decay is None:  # the released code: copy during the warm-up, then average
+                decay = 0.0 if progress < cfg["ema_warmup_epochs"] else cfg["ema_decay"]
+            else:  # Mean Teacher's own warm-up: a true average of the steps so far
+                decay = min(decay, 1.0 - 1.0 / (epoch * iterations + it + 1))
+            update_ema(ema, model, decay)
+            for key, value in {"loss": loss.detach(), **stats}.items():
+                totals[key] = totals.get(key, 0.0) + value
+        row: dict[str, Any] = {"epoch": epoch + 1, "lr": optimizer.param_groups[0]["lr"]}
+        row.update({k: round(float(v) / iterations, 6) for k, v in totals.items()})
+        scheduler.step()
+        last_epoch = epoch + 1 == cfg["epochs"]
+        if (epoch + 1) % cfg["val_every"] == 0 or last_epoch:
+            row.update({k: round(v, 4) for k, v in _validate(ema, data, run).items()})
+            score = float(epoch) if run.method_params["selection"] == "last" else row["score"]
+            if score >= best["score"]:  # ties go to the later, better-settled epoch
+                best = {"score": score, "epoch": epoch + 1}
+                save_checkpoint(resume_dir / "best.pt", {"ema": ema.state_dict(), "epoch": epoch + 1,
+                                                         "best": best, "meta": meta})
+        row["seconds"] = round(time.perf_counter() - started, 3)
+        history.append(row)
+        save_checkpoint(resume_dir / "last.pt", {
+            "model": model.state_dict(), "ema": ema.state_dict(), "method": method.state_dict(),
+            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "epoch": epoch, "best": best, "history": history, "meta": meta})
+        message = " ".join(f"{k}={v}" for k, v in row.items())
+        if bar.disable:
+            print(message, file=sys.stderr, flush=True)
+        else:
+            bar.set_postfix_str(message[:120])
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_log(out_dir / "train_log.csv", history)
+    shutil.copyfile(resume_dir / "best.pt", out_dir / ".best.pt.tmp")
+    shutil.move(out_dir / ".best.pt.tmp", out_dir / "best.pt")
+    shutil.copyfile(resume_dir / "last.pt", out_dir / ".last.pt.tmp")
+    shutil.move(out_dir / ".last.pt.tmp", out_dir / "last.pt")
+    shutil.rmtree(resume_dir)
+    return {"best_epoch": best["epoch"], "best_score": best["score"], "epochs": cfg["epochs"]}
