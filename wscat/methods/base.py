@@ -1,6 +1,7 @@
 """What the shared trainer hands a method each step, and what a method gives back."""
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,14 +31,15 @@ class StepContext:
     augment: Callable[[torch.Tensor], torch.Tensor]
 
 
-class Method(nn.Module):
+class Method(nn.Module, abc.ABC):
     """A training method: its loss on one page; trainable parts of its own live in this module."""
 
     adversarial: bool = True
 
+    @abc.abstractmethod
     def loss(self, model: nn.Module, batch: Batch, ctx: StepContext
              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        raise NotImplementedError
+        """The training loss on one batch and detached statistics for the log."""
 
     def ema_decay(self, progress: float) -> float | None:
         """EMA decay a method imposes (Mean Teacher's teacher); None: the trainer's default."""
