@@ -85,7 +85,8 @@ def test_killed_training_resumes_exactly(tmp_path, setting, monkeypatch):
 def _count_forwards(method_name, params):
     torch.manual_seed(0)
     model = build_model("cnn", in_channels=1, num_classes=10, mean=(0.3,), std=(0.38,))
-    method = build_method(params["methods"][method_name], model.feature_dim)
+    method = build_method(params["methods"][method_name], feature_dim=model.feature_dim,
+                          num_classes=10, image_shape=(1, 8, 8))
     calls = []
     model.register_forward_hook(lambda *_: calls.append(1))
     x, y = torch.rand(16, 1, 8, 8), torch.randint(0, 10, (16,))

@@ -25,7 +25,8 @@ def is_adversarial(method_params: dict[str, Any]) -> bool:
     return method_params["objective"] not in NON_ADVERSARIAL_OBJECTIVES
 
 
-def build_method(method_params: dict[str, Any], feature_dim: int) -> Method:
+def build_method(method_params: dict[str, Any], *, feature_dim: int, num_classes: int,
+                 image_shape: tuple[int, int, int]) -> Method:
     """The method object for a params.yaml `methods.<name>` entry."""
     objective = method_params["objective"]
     if objective == "standard":

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -40,6 +40,13 @@ class Method(nn.Module, abc.ABC):
     def loss(self, model: nn.Module, batch: Batch, ctx: StepContext
              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The training loss on one batch and detached statistics for the log."""
+
+    def trainable_parameters(self) -> Iterator[nn.Parameter]:
+        """The method's own parameters the trainer's optimiser updates with the classifier
+        (WSCAT's projection heads). A method with parts on their own optimisers (PUAT's
+        generator and discriminator) returns only the rest and steps those itself in `loss`,
+        keeping their optimiser states in `get_extra_state` so a resumed run continues exactly."""
+        return self.parameters()
 
     def ema_decay(self, progress: float) -> float | None:
         """EMA decay a method imposes (Mean Teacher's teacher); None: the trainer's default."""

@@ -102,8 +102,10 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     in_channels = data.labelled_x.shape[1]
     model = build_model(run.model, in_channels=in_channels, num_classes=data.num_classes,
                         mean=data.mean, std=data.std).to(device)
-    method = build_method(run.method_params, model.feature_dim).to(device)
-    optimizer = torch.optim.SGD(list(model.parameters()) + list(method.parameters()), lr=cfg["lr"],
+    method = build_method(run.method_params, feature_dim=model.feature_dim,
+                          num_classes=data.num_classes,
+                          image_shape=tuple(data.labelled_x.shape[1:])).to(device)
+    optimizer = torch.optim.SGD(list(model.parameters()) + list(method.trainable_parameters()), lr=cfg["lr"],
                                 momentum=cfg["momentum"], nesterov=cfg["nesterov"],
                                 weight_decay=cfg["weight_decay"])
     scheduler = make_scheduler(optimizer, cfg["epochs"], cfg["warmup_fraction"])
