@@ -23,7 +23,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 # On a CPU the gpu resource would only serialise the jobs; on a GPU node add --resources gpu=1.
 demo: venv
-	$(VENV)/bin/snakemake --cores 2 -- results/tables/digits.tex
+	$(VENV)/bin/snakemake --cores 2 -- results/tables/digits.tex results/tables/digits-ablation.tex
 
 test: venv
 	$(VENV)/bin/pytest -q tests

@@ -24,6 +24,7 @@ include: "workflow/rules/report.smk"
 
 localrules:
     all,
+    split,
     table,
 
 

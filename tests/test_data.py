@@ -18,7 +18,7 @@ def _split(digits, seed=1, labelled=300):
 
 
 def test_digits_images_in_unit_range(digits):
-    assert digits.images.shape == (1797, 1, 8, 8)
+    assert digits.images.shape == (1797, 1, 8, 8) and digits.train_size is None
     assert float(digits.images.min()) == 0.0 and float(digits.images.max()) == 1.0
 
 

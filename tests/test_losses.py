@@ -1,11 +1,11 @@
-"""Losses against values worked out by hand on a 3-sample example."""
+"""Losses against values worked out by hand, or by slow loop-only reference implementations."""
 import math
 
 import pytest
 import torch
 
 from wscat.losses import (consistency_mse, cross_entropy, dynamic_contrastive_loss,
-                          kl_divergence)
+                          kl_divergence, logit_pairing)
 
 # Three samples, 2-d embeddings. Natural z: e1, e1, e2; adversarial z': e1, e2, e2.
 # Labels (predictions): 0, 0, 1. Temperature 1 keeps the arithmetic readable: s = cosine.
@@ -90,3 +90,103 @@ def test_consistency_is_mean_squared_softmax_difference():
     teacher = torch.tensor([[math.log(3.0), 0.0]])  # softmax (0.75, 0.25)
     expected = ((0.5 - 0.75) ** 2 + (0.5 - 0.25) ** 2) / 2
     assert float(consistency_mse(student, teacher)) == pytest.approx(expected, rel=1e-6)
+
+
+# --- Slow, loop-only references for the contrastive variants (WSCAT-fixed, WSCAT-self) ----------
+
+def _unit(v):
+    norm = math.sqrt(sum(a * a for a in v))
+    return [a / norm for a in v]
+
+
+def _dot(u, v):
+    return sum(a * b for a, b in zip(u, v))
+
+
+def slow_supcon_both_views(z, z_adv, labels, temperature):
+    """SupCon over the 2B vectors (natural then adversarial); -1 = no label: own class."""
+    views = [_unit(v) for v in z.tolist()] + [_unit(v) for v in z_adv.tolist()]
+    n = len(z)
+    total = 0.0
+    for i in range(2 * n):
+        others = [k for k in range(2 * n) if k != i]
+        log_denominator = math.log(sum(math.exp(_dot(views[i], views[k]) / temperature)
+                                       for k in others))
+        label = int(labels[i % n])
+        if label < 0:
+            positives = [(i + n) % (2 * n)]
+        else:
+            positives = [p for p in others if int(labels[p % n]) == label]
+        total += -sum(_dot(views[i], views[p]) / temperature - log_denominator
+                      for p in positives) / len(positives)
+    return total / (2 * n)
+
+
+def slow_nt_xent(z, z_adv, temperature):
+    """NT-Xent (SimCLR): each of the 2N views against its pair, denominator all 2N-1 others."""
+    views = [_unit(v) for v in z.tolist()] + [_unit(v) for v in z_adv.tolist()]
+    n = len(z)
+    total = 0.0
+    for i in range(2 * n):
+        j = (i + n) % (2 * n)
+        denominator = sum(math.exp(_dot(views[i], views[k]) / temperature)
+                          for k in range(2 * n) if k != i)
+        total += -math.log(math.exp(_dot(views[i], views[j]) / temperature) / denominator)
+    return total / (2 * n)
+
+
+def slow_info_nce(z, z_adv, temperature):
+    """Paper Eq. 6 over the batch: anchor z'_i, positive z_i, denominator all natural z_n."""
+    nat = [_unit(v) for v in z.tolist()]
+    adv = [_unit(v) for v in z_adv.tolist()]
+    total = 0.0
+    for i in range(len(nat)):
+        denominator = sum(math.exp(_dot(adv[i], z_n) / temperature) for z_n in nat)
+        total += -math.log(math.exp(_dot(adv[i], nat[i]) / temperature) / denominator)
+    return total / len(nat)
+
+
+def _embeddings(seed=0, n=6, dim=5):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, dim, generator=g, dtype=torch.float64),
+            torch.randn(n, dim, generator=g, dtype=torch.float64))
+
+
+def test_distinct_labels_with_both_anchors_is_exactly_nt_xent():
+    z, z_adv = _embeddings()
+    got = dynamic_contrastive_loss(z, z_adv, -1 - torch.arange(6), temperature=0.5, anchors="both")
+    assert float(got) == pytest.approx(slow_nt_xent(z, z_adv, 0.5), rel=1e-10)
+
+
+def test_distinct_labels_with_adversarial_anchor_is_info_nce():
+    z, z_adv = _embeddings(1)
+    got = dynamic_contrastive_loss(z, z_adv, torch.arange(6), temperature=0.2,
+                                   anchors="adversarial")
+    assert float(got) == pytest.approx(slow_info_nce(z, z_adv, 0.2), rel=1e-10)
+
+
+def test_fixed_labels_give_supcon_against_a_slow_loop():
+    z, z_adv = _embeddings(2)
+    labels = torch.tensor([0, 1, 0, 2, 1, 0])
+    got = dynamic_contrastive_loss(z, z_adv, labels, temperature=0.07, anchors="both")
+    assert float(got) == pytest.approx(slow_supcon_both_views(z, z_adv, labels, 0.07), rel=1e-10)
+
+
+def test_cross_entropy_label_smoothing_by_hand():
+    # K = 3, eps = 0.1: target (1 - eps) one-hot + eps / K: -(0.9 log p_y + 0.1/3 sum_k log p_k).
+    logits = torch.tensor([[1.0, 2.0, 0.5], [0.0, 0.0, 3.0], [5.0, 5.0, 5.0]])
+    labels = torch.tensor([1, 2, -1])
+    expected = 0.0
+    for row, y in zip(logits.tolist()[:2], labels.tolist()[:2]):
+        log_z = math.log(sum(math.exp(v) for v in row))
+        log_p = [v - log_z for v in row]
+        expected += -(0.9 * log_p[y] + 0.1 / 3 * sum(log_p))
+    expected /= 2
+    assert float(cross_entropy(logits, labels, 0.1)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_logit_pairing_is_batch_mean_of_squared_l2():
+    a = torch.tensor([[1.0, 2.0, 3.0], [0.0, -1.0, 1.0]])
+    b = torch.tensor([[1.0, 0.0, 0.0], [2.0, -1.0, 1.0]])
+    # Sample 0: 0 + 4 + 9 = 13; sample 1: 4 + 0 + 0 = 4; mean 8.5 (their code: sum / batch size).
+    assert float(logit_pairing(a, b)) == pytest.approx(8.5)

@@ -11,13 +11,13 @@ def tiny_params(epochs: int = 2) -> dict:
     """params.yaml with a short schedule, small validation attacks and a small AutoAttack subset."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params = copy.deepcopy(params)
-    params["experiments"]["digits"]["seeds"] = [1]
+    params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1]}}
     params["training"]["digits"]["epochs"] = epochs
     params["datasets"]["digits"]["train_steps"] = 3
     params["evaluation"]["n_examples"] = 40
     params["evaluation"]["pgd_steps"] = 5
     params["evaluation"]["cw_steps"] = 5
-    params["evaluation"]["autoattack"]["n_examples"] = 8
+    params["evaluation"]["per_dataset"]["digits"]["autoattack"]["n_examples"] = 8
     return params
 
 

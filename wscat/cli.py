@@ -1,11 +1,11 @@
-"""`wscat <step>`: split, train, pseudo-label, evaluate, table. Bad input: one line, exit 2."""
+"""`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table. Bad input: one line, exit 2."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from wscat.config import ConfigError, load_params
+from wscat.config import ConfigError, load_params, method_for
 
 
 def _common(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -24,6 +24,9 @@ def _common(parser: argparse.ArgumentParser, *names: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wscat", description=__doc__)
     steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
+
+    p = steps.add_parser("fetch", help="download (CIFAR) or check the archives of a dataset (md5)")
+    _common(p, "dataset")
 
     p = steps.add_parser("split", help="class-balanced labelled/unlabelled/validation split of one seed")
     _common(p, "dataset", "seed")
@@ -83,7 +86,12 @@ def run(args: argparse.Namespace) -> None:
     _check_names(params, args)
     from wscat import pipeline
 
-    if args.step == "split":
+    if args.step == "fetch":
+        from wscat.data import fetch_dataset
+
+        files = fetch_dataset(args.dataset, params["datasets"][args.dataset])
+        print("\n".join(f"ok {path}" for path in files) or f"{args.dataset}: nothing to fetch")
+    elif args.step == "split":
         pipeline.run_split(params, args.dataset, args.seed, args.out)
     elif args.step == "train":
         summary = pipeline.run_train(params, dataset=args.dataset, model=args.model,
@@ -92,7 +100,7 @@ def run(args: argparse.Namespace) -> None:
                                      device=_device(args))
         print(f"trained {args.method} seed {args.seed}: best epoch {summary['best_epoch']}")
     elif args.step == "pseudo-label":
-        report = pipeline.run_pseudo_label(dataset=args.dataset, seed=args.seed,
+        report = pipeline.run_pseudo_label(params, dataset=args.dataset, seed=args.seed,
                                            split_path=args.split, checkpoint=args.checkpoint,
                                            out=args.out, metrics=args.metrics,
                                            labeler=args.labeler, device=_device(args))
@@ -115,8 +123,23 @@ def run(args: argparse.Namespace) -> None:
         write_table(experiment=args.experiment, dataset=experiment["dataset"],
                     model=experiment["model"], metrics_files=args.metrics, methods=methods,
                     display_names={m: display_name(m) for m in methods},
-                    adversarial={m for m in methods if is_adversarial(params["methods"][m])},
-                    tex_path=args.tex, csv_path=args.csv, summary_path=args.summary)
+                    adversarial={m for m in methods if is_adversarial(method_for(params, m))},
+                    tex_path=args.tex, csv_path=args.csv, summary_path=args.summary,
+                    notes=table_notes(params, experiment["dataset"], methods))
+
+
+def table_notes(params: dict, dataset: str, methods: list[str]) -> list[str]:
+    """Footnotes a table owes its reader: where a column departs from its paper's recipe."""
+    from wscat.methods import display_name
+
+    notes = []
+    for method in methods:
+        knobs = method_for(params, method, dataset)
+        if "generated_fraction" in knobs and not knobs.get("generated"):
+            notes.append(f"{display_name(method)}: no generated data configured "
+                         f"(methods.{method}.generated is null), so it trains its recipe "
+                         "(TRADES with label smoothing and EMA) on the available data only.")
+    return notes
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,27 +45,95 @@ def validate_params(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def resolve_method(params: dict[str, Any], method: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A method's entry with its `base` laid under it: a variant (WSCAT-fixed = WSCAT with
+    positives: labels) names the method it configures and only the knobs it changes.
+    `per_dataset` overrides are merged dataset by dataset."""
+    if method in _seen:
+        raise ConfigError(f"methods.{method}.base: circular base chain {' -> '.join(_seen + (method,))}")
+    entry = dict(params["methods"][method])
+    base = entry.pop("base", None)
+    if base is None:
+        return entry
+    if base not in params["methods"]:
+        raise ConfigError(f"methods.{method}.base: unknown method '{base}'; known methods: "
+                          f"{', '.join(sorted(params['methods']))}")
+    inherited = resolve_method(params, base, _seen + (method,))
+    per_dataset = {**inherited.get("per_dataset", {})}
+    for dataset, knobs in (entry.get("per_dataset") or {}).items():
+        per_dataset[dataset] = {**per_dataset.get(dataset, {}), **knobs}
+    merged = {**inherited, **entry}
+    if per_dataset:
+        merged["per_dataset"] = per_dataset
+    return merged
+
+
+def method_for(params: dict[str, Any], method: str, dataset: str | None = None) -> dict[str, Any]:
+    """A method's knobs on one dataset: its resolved entry, `per_dataset[dataset]` laid over it."""
+    entry = resolve_method(params, method)
+    overrides = entry.pop("per_dataset", {}) or {}
+    return {**entry, **(overrides.get(dataset, {}) if dataset else {})}
+
+
+def evaluation_for(params: dict[str, Any], dataset: str) -> dict[str, Any]:
+    """The attack suite on one dataset: `evaluation`, with `per_dataset[dataset]` laid over it
+    (its `autoattack` block merged key by key)."""
+    base = dict(params["evaluation"])
+    overrides = dict((base.pop("per_dataset", {}) or {}).get(dataset, {}))
+    autoattack = {**base["autoattack"], **overrides.pop("autoattack", {})}
+    return {**base, **overrides, "autoattack": autoattack}
+
+
+def _check_method(params: dict[str, Any], name: str, schema: dict[str, Any]) -> None:
+    """A method as the trainer sees it (base resolved), on every dataset it has overrides for."""
+    resolved = resolve_method(params, name)
+    for dataset in [None, *(resolved.get("per_dataset") or {})]:
+        if dataset is not None and dataset not in params["datasets"]:
+            raise ConfigError(f"methods.{name}.per_dataset: unknown dataset '{dataset}'")
+        merged = method_for(params, name, dataset)
+        if dataset is not None and merged.get("objective") != resolved.get("objective"):
+            raise ConfigError(f"methods.{name}.per_dataset.{dataset} may only change knobs, "
+                              "not the objective")
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(schema).iter_errors(merged))
+        if error is not None:
+            where = f"methods.{name}" + (f".per_dataset.{dataset}" if dataset else "")
+            field = ".".join(str(p) for p in error.absolute_path)
+            raise ConfigError(f"bad value in params.yaml at {where}{'.' + field if field else ''}: "
+                              f"{error.message} (after resolving base/per_dataset)")
+
+
 def _check_references(params: dict[str, Any]) -> None:
     methods = params["methods"]
+    method_schema = {"$defs": load_schema()["$defs"], "$ref": "#/$defs/method"}
+    for name in methods:
+        _check_method(params, name, method_schema)
     for name, experiment in params["experiments"].items():
         dataset = experiment["dataset"]
         for section in ("datasets", "training"):
             if dataset not in params[section]:
                 raise ConfigError(f"experiments.{name}: dataset '{dataset}' has no entry under "
                                   f"{section}: in params.yaml; add one")
+        if experiment["model"] not in params["models"]:
+            raise ConfigError(f"experiments.{name}: unknown model '{experiment['model']}'; "
+                              f"models: {', '.join(params['models'])}")
         for method in experiment["methods"]:
             if method not in methods:
                 raise ConfigError(f"experiments.{name}: unknown method '{method}'; known methods: "
                                   f"{', '.join(sorted(methods))}")
-    for name, method in methods.items():
+    for name in methods:
+        method = method_for(params, name)
         labeler = method.get("labeler")
         if labeler is not None and labeler not in methods:
             raise ConfigError(f"methods.{name}.labeler: unknown method '{labeler}'")
-        if labeler is not None and methods[labeler]["data"] == "pseudo":
+        if labeler is not None and method_for(params, labeler)["data"] == "pseudo":
             raise ConfigError(f"methods.{name}.labeler: '{labeler}' itself needs pseudo-labels; "
                               "a labeler must train on labelled (or unlabelled) data alone")
         if method["data"] != "pseudo" and labeler is not None:
             raise ConfigError(f"methods.{name}: labeler is only used with data: pseudo")
+    for dataset in params["evaluation"].get("per_dataset", {}) or {}:
+        if dataset not in params["datasets"]:
+            raise ConfigError(f"evaluation.per_dataset: unknown dataset '{dataset}'")
     for name, dataset in params["datasets"].items():
         if dataset["eps"] > 0 and (dataset["train_step_size"] <= 0 or dataset["eval_step_size"] <= 0):
             raise ConfigError(f"datasets.{name}: step sizes must be positive when eps > 0")
@@ -93,6 +161,7 @@ class RunConfig:
     model: str
     method: str
     seed: int
+    model_spec: dict[str, Any]
     data: dict[str, Any]
     training: dict[str, Any]
     method_params: dict[str, Any]
@@ -105,6 +174,10 @@ class RunConfig:
             raise ConfigError(f"unknown dataset '{dataset}'; configured: {', '.join(params['datasets'])}")
         if method not in params["methods"]:
             raise ConfigError(f"unknown method '{method}'; configured: {', '.join(params['methods'])}")
+        if model not in params["models"]:
+            raise ConfigError(f"unknown model '{model}'; configured: {', '.join(params['models'])}")
         return cls(dataset=dataset, model=model, method=method, seed=seed,
-                   data=params["datasets"][dataset], training=params["training"][dataset],
-                   method_params=params["methods"][method], evaluation=params["evaluation"])
+                   model_spec=params["models"][model], data=params["datasets"][dataset],
+                   training=params["training"][dataset],
+                   method_params=method_for(params, method, dataset),
+                   evaluation=evaluation_for(params, dataset))

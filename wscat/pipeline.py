@@ -6,6 +6,7 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from wscat.evaluation import attack_suite
 from wscat.io import atomic_path, write_json
 from wscat.models import build_model
 from wscat.training import TrainingData, train
+from wscat.training.speed import autocast, configure_backend, to_unit
 
 
 def versions() -> dict[str, str]:
@@ -41,11 +43,12 @@ def versions() -> dict[str, str]:
 
 def run_split(params: dict[str, Any], dataset: str, seed: int, out: Path) -> Split:
     """Write results/splits/{dataset}/seed{seed}.npz."""
-    source = load_dataset(dataset)
     cfg = params["datasets"][dataset]
+    source = load_dataset(dataset, cfg)
     split = make_split(dataset, source.labels.numpy(), num_classes=source.num_classes, seed=seed,
                        test_fraction=cfg["test_fraction"], labelled=cfg["labelled"],
-                       val_fraction=cfg["val_fraction"], val_max=cfg["val_max"])
+                       val_fraction=cfg["val_fraction"], val_max=cfg["val_max"],
+                       train_size=source.train_size)
     save_split(split, out)
     return split
 
@@ -90,6 +93,27 @@ def training_data(source: ImageDataset, split: Split, data_kind: str,
                         n_train=len(split.labelled) + len(split.unlabelled))
 
 
+def load_generated(path: Path, source: ImageDataset) -> tuple[torch.Tensor, torch.Tensor]:
+    """DMAT's generated data: an npz with `images` (uint8 N x H x W x C) and `labels`."""
+    if not path.is_file():
+        raise FileNotFoundError(f"generated-data file not found: {path} (methods.<name>.generated)")
+    with np.load(path, allow_pickle=False) as data:
+        if "images" not in data or "labels" not in data:
+            raise ValueError(f"{path} must hold `images` (uint8 N x H x W x C) and `labels`; "
+                             f"it holds {', '.join(data.files)}")
+        images, labels = data["images"], data["labels"]
+    expected = (source.image_shape[1], source.image_shape[2], source.image_shape[0])
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != expected:
+        raise ValueError(f"{path}: images must be uint8 N x {' x '.join(map(str, expected))}, got "
+                         f"{images.dtype} {' x '.join(map(str, images.shape))}")
+    if len(labels) != len(images) or labels.min() < 0 or labels.max() >= source.num_classes:
+        raise ValueError(f"{path}: need one label in 0..{source.num_classes - 1} per image")
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
+    if source.images.dtype != torch.uint8:  # a float dataset (digits): compare in [0,1]
+        x = x.float() / 255.0
+    return x, torch.from_numpy(labels.astype(np.int64))
+
+
 def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
               split_path: Path, pseudo_path: Path | None, out_dir: Path,
               device: torch.device) -> dict[str, Any]:
@@ -101,7 +125,16 @@ def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, 
         raise ValueError(f"method '{method}' trains on pseudo-labels from "
                          f"'{run.method_params['labeler']}': pass --pseudo FILE")
     pseudo = load_pseudo_labels(pseudo_path, split) if kind == "pseudo" else None
-    data = training_data(load_dataset(dataset), split, kind, pseudo)
+    source = load_dataset(dataset, params["datasets"][dataset])
+    data = training_data(source, split, kind, pseudo)
+    generated = run.method_params.get("generated")
+    if generated:  # DMAT: generated images fill a fixed share of every batch, with replacement
+        x_g, y_g = load_generated(Path(generated), source)
+        batch = run.training["batch_size"]
+        n_generated = int(run.method_params["generated_fraction"] * batch)
+        data = replace(data, unlabelled_x=torch.cat([data.unlabelled_x, x_g.to(data.unlabelled_x.dtype)]),
+                       unlabelled_y=torch.cat([data.unlabelled_y, y_g]),
+                       labelled_per_batch=batch - n_generated if kind == "labelled" else None)
     return train(run, data, out_dir, device=device, meta={"versions": versions()})
 
 
@@ -109,22 +142,24 @@ def load_model(checkpoint: Path, device: torch.device) -> tuple[torch.nn.Module,
     """The EMA model of a checkpoint, in eval mode, and the checkpoint's metadata."""
     state = load_checkpoint(checkpoint, map_location=device)
     meta = state["meta"]
-    model = build_model(meta["model"], in_channels=meta["in_channels"],
+    spec = meta.get("model_spec", {"architecture": meta["model"]})
+    model = build_model(**spec, in_channels=meta["in_channels"],
                         num_classes=meta["num_classes"], mean=tuple(meta["mean"]),
                         std=tuple(meta["std"])).to(device)
     model.load_state_dict(state["ema"])
     return model.eval(), {**meta, "epoch": state.get("epoch", state.get("best", {}).get("epoch"))}
 
 
-def run_pseudo_label(*, dataset: str, seed: int, split_path: Path, checkpoint: Path, out: Path,
-                     metrics: Path, labeler: str, device: torch.device) -> dict[str, Any]:
+def run_pseudo_label(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
+                     checkpoint: Path, out: Path, metrics: Path, labeler: str,
+                     device: torch.device) -> dict[str, Any]:
     """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation)."""
     split = _checked_split(split_path, dataset, seed)
-    source = load_dataset(dataset)
+    source = load_dataset(dataset, params["datasets"][dataset])
     model, meta = load_model(checkpoint, device)
-    images = source.images[torch.as_tensor(split.unlabelled)].to(device)
+    images = source.images[torch.as_tensor(split.unlabelled)]
     with torch.no_grad():
-        predicted = torch.cat([model(images[i:i + 512])[1].argmax(1).cpu()
+        predicted = torch.cat([model(to_unit(images[i:i + 512].to(device)))[1].argmax(1).cpu()
                                for i in range(0, len(images), 512)])
     truth = source.labels[torch.as_tensor(split.unlabelled)]  # for the metric only
     per_class = {str(c): round(100.0 * float((predicted[truth == c] == c).float().mean()), 4)
@@ -151,26 +186,29 @@ def run_evaluate(params: dict[str, Any], *, dataset: str, model: str, method: st
     if (meta["dataset"], meta["method"], meta["seed"]) != (dataset, method, seed):
         raise ValueError(f"{checkpoint} holds {meta['method']} seed {meta['seed']} on "
                          f"{meta['dataset']}, not {method} seed {seed} on {dataset}")
-    evaluation, threat = params["evaluation"], run.data
+    evaluation, threat = run.evaluation, run.data
     test = torch.as_tensor(split.test)
     if evaluation["n_examples"] is not None:
         test = test[: evaluation["n_examples"]]
-    source = load_dataset(dataset)
-    x, y = source.images[test].to(device), source.labels[test].to(device)
+    source = load_dataset(dataset, threat)
+    x, y = to_unit(source.images[test].to(device)), source.labels[test].to(device)
     started = time.perf_counter()
-    accuracies, manifest = attack_suite(
-        net, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
-        pgd_steps=evaluation["pgd_steps"], cw_steps=evaluation["cw_steps"],
-        batch_size=evaluation["batch_size"], aa_examples=evaluation["autoattack"]["n_examples"],
-        aa_version=evaluation["autoattack"]["version"], aa_seed=evaluation["autoattack"]["seed"],
-        seed=seed)
+    configure_backend(device, deterministic=run.training["deterministic"])
+    with autocast(device, evaluation["precision"]):
+        accuracies, manifest = attack_suite(
+            net, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
+            pgd_steps=evaluation["pgd_steps"], cw_steps=evaluation["cw_steps"],
+            batch_size=evaluation["batch_size"], aa_examples=evaluation["autoattack"]["n_examples"],
+            aa_version=evaluation["autoattack"]["version"], aa_seed=evaluation["autoattack"]["seed"],
+            seed=seed)
     result = {"dataset": dataset, "model": model, "method": method, "seed": seed,
               "accuracy": {k: round(v, 4) for k, v in accuracies.items()},
               "manifest": {**manifest, "eps": threat["eps"], "seed": seed,
                            "n_examples": len(x), "test_set": "fixed stratified test split",
                            "checkpoint": {"path": str(checkpoint), "epoch": meta["epoch"],
                                           "ema": True, "which": evaluation["checkpoint"]},
-                           "model_mode": "eval", "device": str(device), "versions": versions()}}
+                           "model_mode": "eval", "precision": evaluation["precision"],
+                           "device": str(device), "versions": versions()}}
     write_json(out, result)  # no timings inside: same params + seed give the same file
     print(f"evaluated in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return result

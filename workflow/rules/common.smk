@@ -12,13 +12,14 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from wscat.config import ConfigError, validate_params
+from wscat.config import ConfigError, evaluation_for, method_for, validate_params
+from wscat.data import archive_status, raw_files
 
 
 wildcard_constraints:
     experiment=r"[a-z][a-z0-9_-]*",
-    dataset=r"[A-Za-z0-9_]+",
-    model=r"[A-Za-z0-9_]+",
+    dataset=r"[a-z][a-z0-9_-]*",
+    model=r"[a-z][a-z0-9_-]*",
     method=r"[a-z][a-z0-9-]*",
     labeler=r"[a-z][a-z0-9-]*",
     seed=r"\d+",
@@ -92,6 +93,41 @@ def get_experiment_metrics(wildcards):
                   method=experiment["methods"], seed=experiment["seeds"])
 
 
+# --- data ----------------------------------------------------------------------------------
+
+def get_raw_files(dataset):
+    """The archives a dataset is read from (none for the embedded default), as strings."""
+    return [str(path) for path in raw_files(dataset, config["datasets"][dataset])]
+
+
+def get_fetch_groups():
+    """One fetch job per distinct set of archives: (rule name, dataset, archives)."""
+    groups, seen = [], set()
+    for dataset in config["datasets"]:
+        files = tuple(get_raw_files(dataset))
+        if files and files not in seen:
+            seen.add(files)
+            groups.append((f"fetch_{dataset.replace('-', '_')}", dataset, list(files)))
+    return groups
+
+
+_archive_checked = {}
+
+
+def get_split_input(wildcards):
+    """The dataset's archives. While the DAG is built, a dataset whose archives are neither here
+    nor downloadable stops the run with one line naming the file, its source and its place
+    (WSCAT_SKIP_ARCHIVE_CHECK=1 skips this, for tools that only read the DAG)."""
+    dataset = wildcards.dataset
+    files = get_raw_files(dataset)
+    if files and not os.environ.get("WSCAT_SKIP_ARCHIVE_CHECK"):
+        if dataset not in _archive_checked:
+            _archive_checked[dataset] = archive_status(dataset, config["datasets"][dataset])
+        if _archive_checked[dataset]:
+            stop(_archive_checked[dataset])
+    return [ancient(path) for path in files]
+
+
 # --- split ---------------------------------------------------------------------------------
 
 def get_split(wildcards):
@@ -100,22 +136,27 @@ def get_split(wildcards):
 
 def get_split_params(wildcards):
     dataset = config["datasets"][wildcards.dataset]
-    return to_json({key: dataset[key] for key in SPLIT_KEYS})
+    split = {key: dataset[key] for key in SPLIT_KEYS}
+    return to_json({**split, "source": dataset.get("source", wildcards.dataset)})
 
 
 # --- train ---------------------------------------------------------------------------------
 
 def get_method(wildcards):
-    return config["methods"][wildcards.method]
+    return method_for(config, wildcards.method, wildcards.dataset)
 
 
 def get_pseudo_input(wildcards):
-    """The labeler's pseudo-labels for a method trained on `data: pseudo`; nothing otherwise."""
+    """The labeler's pseudo-labels for a method trained on `data: pseudo`, and DMAT's generated
+    images when it has some; nothing otherwise."""
     method = get_method(wildcards)
-    if method["data"] != "pseudo":
-        return {}
-    path = "results/pseudo/{w.dataset}/{w.model}/{labeler}/seed{w.seed}.npz"
-    return {"pseudo": path.format(w=wildcards, labeler=method["labeler"])}
+    inputs = {}
+    if method.get("generated"):
+        inputs["generated"] = method["generated"]
+    if method["data"] == "pseudo":
+        path = "results/pseudo/{w.dataset}/{w.model}/{labeler}/seed{w.seed}.npz"
+        inputs["pseudo"] = path.format(w=wildcards, labeler=method["labeler"])
+    return inputs
 
 
 def get_pseudo_flag(wildcards, input):
@@ -130,11 +171,12 @@ def get_out_dir(wildcards, output):
 def get_train_params(wildcards):
     """What training reads: the dataset (threat model, augmentation), its schedule, the method,
     and the steps of the validation attack that selects best.pt."""
-    evaluation = config["evaluation"]
+    evaluation = evaluation_for(config, wildcards.dataset)
     return to_json({
         "dataset": config["datasets"][wildcards.dataset],
         "training": config["training"][wildcards.dataset],
-        "method": get_method(wildcards),
+        "model": config["models"][wildcards.model],
+        "method": method_for(config, wildcards.method, wildcards.dataset),
         "validation": {key: evaluation[key] for key in ("pgd_steps", "cw_steps")},
     })
 
@@ -151,14 +193,15 @@ def get_labeler_checkpoint(wildcards):
 def get_checkpoint(wildcards):
     """The checkpoint evaluation attacks: best (validation-selected) or last, per params.yaml."""
     path = "results/models/{w.dataset}/{w.model}/{w.method}/seed{w.seed}/{name}.pt"
-    return path.format(w=wildcards, name=config["evaluation"]["checkpoint"])
+    return path.format(w=wildcards, name=evaluation_for(config, wildcards.dataset)["checkpoint"])
 
 
 def get_evaluate_params(wildcards):
     """The attack suite and the dataset's threat model."""
     dataset = config["datasets"][wildcards.dataset]
-    return to_json({"evaluation": config["evaluation"],
-                    "threat": {key: dataset[key] for key in ("eps", "eval_step_size")}})
+    return to_json({"evaluation": evaluation_for(config, wildcards.dataset),
+                    "threat": {key: dataset[key] for key in ("eps", "eval_step_size")},
+                    "deterministic": config["training"][wildcards.dataset]["deterministic"]})
 
 
 # --- table ---------------------------------------------------------------------------------

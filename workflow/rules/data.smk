@@ -1,5 +1,26 @@
+for fetch_rule, fetch_dataset, fetch_files in get_fetch_groups():
+
+    rule:
+        """A dataset's archives under data/raw/: downloaded (CIFAR) or placed by hand, md5-checked."""
+        name:
+            fetch_rule
+        output:
+            fetch_files,
+        log:
+            f"results/logs/fetch/{fetch_dataset}.log",
+        params:
+            params_file=PARAMS,
+            dataset=fetch_dataset,
+        threads: 1
+        localrule: True  # downloads need the submitting node's network
+        shell:
+            "wscat fetch --params {params.params_file} --dataset {params.dataset} > {log} 2>&1"
+
+
 rule split:
     """Class-balanced labelled / unlabelled / validation indices for one seed."""
+    input:
+        get_split_input,
     output:
         "results/splits/{dataset}/seed{seed}.npz",
     log:

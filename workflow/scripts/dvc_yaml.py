@@ -40,7 +40,9 @@ UNCACHED = {"cache": False, "persist": True}
 
 def snakemake_outputs(root: Path, target: str) -> list[tuple[str, str]]:
     """(output file, rule) for every job Snakemake would need to build `target`."""
-    env = {**os.environ, "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(root / ".cache"))}
+    # The DAG's shape needs no archives: skip the check that stops a real run without them.
+    env = {**os.environ, "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(root / ".cache")),
+           "WSCAT_SKIP_ARCHIVE_CHECK": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--summary", "--", target],
         cwd=root, env=env, capture_output=True, text=True)
@@ -53,20 +55,40 @@ def snakemake_outputs(root: Path, target: str) -> list[tuple[str, str]]:
 
 
 def used_methods(params: dict[str, Any], experiment: dict[str, Any]) -> list[str]:
-    """The experiment's methods and, before the first method that needs them, their labelers."""
-    used: list[str] = []
-    for name in experiment["methods"]:
-        labeler = params["methods"][name].get("labeler")
-        for method in (labeler, name):
-            if method is not None and method not in used:
-                used.append(method)
+    """The experiment's methods, their labelers and the methods they are variants of (`base`):
+    every methods.<name> section whose change can change the table."""
+    from wscat.config import method_for
+
+    used: set[str] = set()
+    pending = list(experiment["methods"])
+    while pending:
+        name = pending.pop()
+        if name in used:
+            continue
+        used.add(name)
+        for other in (params["methods"][name].get("base"), method_for(params, name).get("labeler")):
+            if other is not None:
+                pending.append(other)
     return sorted(used)
 
 
-def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str]) -> dict[str, Any]:
+def fetch_stage(dataset: str, archives: list[str]) -> dict[str, Any]:
+    """data/raw/ under DVC: the archives are this stage's cached outputs (`dvc push` shares
+    them); persist keeps a placed archive, which `wscat fetch` then only verifies."""
+    return {"cmd": f"wscat fetch --dataset {dataset}",
+            "params": [f"datasets.{dataset}"],
+            "outs": [{path: {"persist": True}} for path in archives]}
+
+
+def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
+          fetches: dict[str, dict[str, Any]]) -> dict[str, Any]:
     experiment = params["experiments"][name]
     table = f"results/tables/{name}.tex"
     outputs = snakemake_outputs(root, table)
+    archives = sorted(path for path, rule in outputs if rule.startswith("fetch_"))
+    if archives:
+        fetches.setdefault(f"fetch-{experiment['dataset']}",
+                           fetch_stage(experiment["dataset"], archives))
     outs = [path for path, rule in outputs if rule == "table" and not path.endswith(".json")]
     summary = [path for path, rule in outputs if rule == "table" and path.endswith(".json")]
     # An output belongs to one stage only: runs shared with an earlier experiment stay there.
@@ -74,10 +96,13 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str]) -> d
     claimed.update(per_run)
     dataset = experiment["dataset"]
     return {
-        # No gpu limit: on a CPU two jobs run side by side; on a GPU node pass --resources gpu=1.
-        "cmd": f"snakemake --cores 2 -- {table}",
-        "deps": DEPS,
+        # The embedded default: no gpu limit, two jobs side by side on a laptop's CPU; a paper
+        # dataset: one GPU, the jobs take turns on it.
+        "cmd": (f"snakemake --cores 4 --resources gpu=1 -- {table}" if archives
+                else f"snakemake --cores 2 -- {table}"),
+        "deps": DEPS + archives,
         "params": [f"experiments.{name}", f"datasets.{dataset}", f"training.{dataset}",
+                   f"models.{experiment['model']}",
                    *(f"methods.{method}" for method in used_methods(params, experiment)),
                    "evaluation"],
         # Per-run metrics (with their manifests) are outputs; the per-method summary is the
@@ -96,7 +121,9 @@ def render(root: Path) -> str:
     except ConfigError as error:
         sys.exit(f"dvc_yaml: {error}")
     claimed: set[str] = set()
-    stages = {name: stage(params, root, name, claimed) for name in params["experiments"]}
+    fetches: dict[str, dict[str, Any]] = {}
+    experiments = {name: stage(params, root, name, claimed, fetches) for name in params["experiments"]}
+    stages = {**fetches, **experiments}
     body = yaml.safe_dump({"stages": stages}, sort_keys=False, default_flow_style=False, width=100)
     return HEADER + body
 

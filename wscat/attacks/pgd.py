@@ -23,10 +23,13 @@ def pgd(objective: Objective, x: torch.Tensor, *, eps: float, step_size: float, 
     x = x.detach()
     if eps == 0 or steps == 0:
         return x.clone()
+    # Noise is drawn on the generator's device (a CUDA generator in training, no host copy).
+    where = generator.device if generator is not None else x.device
     if random_start == "uniform":
-        noise = (torch.rand(x.shape, generator=generator) * 2 - 1).to(x.device, x.dtype) * eps
+        noise = (torch.rand(x.shape, generator=generator, device=where) * 2 - 1).to(
+            x.device, x.dtype) * eps
     elif random_start == "normal":
-        noise = 0.001 * torch.randn(x.shape, generator=generator).to(x.device, x.dtype)
+        noise = 0.001 * torch.randn(x.shape, generator=generator, device=where).to(x.device, x.dtype)
     else:
         noise = torch.zeros_like(x)
     x_adv = (x + noise).clamp(0.0, 1.0)

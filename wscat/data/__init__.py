@@ -1,8 +1,10 @@
-"""Datasets as [0,1] image tensors, per-seed splits, batch sampling and tensor augmentation."""
+"""Datasets as image tensors (uint8 or [0,1] float), per-seed splits, batches, augmentation."""
 from wscat.data.augment import augment
 from wscat.data.sampler import iterations_per_epoch, sample_batch_indices
-from wscat.data.sources import ImageDataset, load_dataset
+from wscat.data.sources import (DatasetUnavailable, ImageDataset, archive_status, as_unit_float,
+                                fetch_dataset, load_dataset, raw_files)
 from wscat.data.split import Split, load_split, make_split, save_split
 
-__all__ = ["ImageDataset", "Split", "augment", "iterations_per_epoch", "load_dataset",
-           "load_split", "make_split", "sample_batch_indices", "save_split"]
+__all__ = ["DatasetUnavailable", "ImageDataset", "Split", "archive_status", "as_unit_float",
+           "augment", "fetch_dataset", "iterations_per_epoch", "load_dataset", "load_split",
+           "make_split", "raw_files", "sample_batch_indices", "save_split"]

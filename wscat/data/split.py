@@ -1,4 +1,4 @@
-"""Fixed stratified test split and per-seed class-balanced labelled / unlabelled / validation split."""
+"""Test split (official, or fixed and stratified); labelled and validation sets per seed."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,12 +34,25 @@ def _per_class(labels: np.ndarray, pool: np.ndarray, per_class: int, rng: np.ran
 
 
 def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
-               test_fraction: float, labelled: int, val_fraction: float, val_max: int) -> Split:
-    """Split as the paper's Table 1: test fixed (seed 0); labelled and validation class-balanced per seed."""
+               test_fraction: float | None, labelled: int, val_fraction: float, val_max: int,
+               train_size: int | None = None) -> Split:
+    """Split as the paper's Table 1: labelled and validation class-balanced per seed.
+
+    With `train_size` the test set is the official one (indices >= train_size) and the training
+    pool the rest; without it a stratified `test_fraction` is held out, fixed (seed 0).
+    """
     labels = np.asarray(labels)
     everything = np.arange(len(labels))
-    test = _per_class_fraction(labels, everything, test_fraction, num_classes)
-    pool = np.setdiff1d(everything, test)
+    if train_size is not None:
+        if not 0 < train_size <= len(labels):
+            raise ValueError(f"train_size = {train_size} but the dataset has {len(labels)} samples")
+        pool, test = everything[:train_size], everything[train_size:]
+    elif test_fraction is None:
+        raise ValueError(f"{dataset} has no official test split; set datasets.{dataset}."
+                         "test_fraction in params.yaml")
+    else:
+        test = _per_class_fraction(labels, everything, test_fraction, num_classes)
+        pool = np.setdiff1d(everything, test)
     if labelled > len(pool):
         raise ValueError(f"labelled = {labelled} but only {len(pool)} training samples exist; lower "
                          "datasets.<name>.labelled in params.yaml")

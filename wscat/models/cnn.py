@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from wscat.models.normalize import Normalize
+from wscat.models.pooling import GlobalAvgPool
 
 
 def _block(c_in: int, c_out: int, stride: int = 1) -> nn.Sequential:
@@ -22,7 +23,7 @@ class SmallCNN(nn.Module):
         self.normalize = Normalize(mean, std)
         self.features = nn.Sequential(_block(in_channels, width), _block(width, 2 * width, stride=2),
                                       _block(2 * width, 4 * width),
-                                      nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                                      GlobalAvgPool())
         self.feature_dim = 4 * width
         self.classifier = nn.Linear(self.feature_dim, num_classes)
 

@@ -122,7 +122,8 @@ def _environment() -> jinja2.Environment:
 
 
 def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: Mapping[str, str],
-               adversarial: Iterable[str], caption: str, label: str) -> str:
+               adversarial: Iterable[str], caption: str, label: str,
+               notes: Sequence[str] = ()) -> str:
     """Render Table 2: methods as columns; per row the best AT method (ties included) in bold."""
     if not _LABEL.fullmatch(label):
         raise ValueError(f"label {label!r} may only hold letters, digits and ':._-'")
@@ -147,12 +148,14 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
         rows.append({"metric": metric, "cells": row})
     template = _environment().get_template("table2.tex.j2")
     return template.render(caption=latex_escape(caption), label=label, rows=rows,
-                           header=[latex_escape(display_names[m]) for m in methods])
+                           header=[latex_escape(display_names[m]) for m in methods],
+                           notes=[latex_escape(note) for note in notes])
 
 
 def write_table(*, experiment: str, dataset: str, model: str, metrics_files: list[Path],
                 methods: list[str], display_names: Mapping[str, str], adversarial: Iterable[str],
-                tex_path: Path, csv_path: Path, summary_path: Path) -> None:
+                tex_path: Path, csv_path: Path, summary_path: Path,
+                notes: Sequence[str] = ()) -> None:
     """Build one experiment's table: the .tex, the long .csv (as reported.csv, plus n_seeds), the summary JSON.
 
     Everything is read and rendered before the first file is written, so a failure writes nothing.
@@ -166,7 +169,7 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     caption = (f"Performance on {dataset} ({model}): mean and standard deviation over seeds "
                f"{', '.join(map(str, seeds))}. The best results of AT methods are bold.")
     tex = render_tex(summary, methods=methods, display_names=display_names, adversarial=adversarial,
-                     caption=caption, label=f"Tab-RQ1-{experiment}")
+                     caption=caption, label=f"Tab-RQ1-{experiment}", notes=notes)
     long = summary.assign(table=experiment, dataset=dataset, model=model,
                           method=summary["method"].map(display_names),
                           mean=summary["mean"].round(2), std=summary["std"].round(2))

@@ -18,7 +18,6 @@ def make_ema(model: nn.Module) -> nn.Module:
 @torch.no_grad()
 def update_ema(ema: nn.Module, model: nn.Module, decay: float) -> None:
     """ema <- decay * ema + (1 - decay) * model for parameters; buffers (BN statistics) copied."""
-    for e, m in zip(ema.parameters(), model.parameters()):
-        e.lerp_(m, 1.0 - decay)
-    for e, m in zip(ema.buffers(), model.buffers()):
-        e.copy_(m)
+    # One fused launch per group on a GPU instead of one per tensor (WRN-28-10 has ~100 tensors).
+    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1.0 - decay)
+    torch._foreach_copy_(list(ema.buffers()), list(model.buffers()))

@@ -25,10 +25,12 @@ from wscat.data import augment, iterations_per_epoch, sample_batch_indices
 from wscat.data.sampler import labelled_per_batch
 from wscat.evaluation import accuracy, harmonic_mean
 from wscat.io import write_text
-from wscat.methods import Batch, StepContext, build_method
+from wscat.methods import Batch, Method, StepContext, build_method
 from wscat.models import build_model
 from wscat.training.ema import make_ema, update_ema
 from wscat.training.schedule import make_scheduler
+from wscat.training.speed import (Precision, autocast, configure_backend, prepare_model,
+                                  to_unit)
 
 
 @dataclass
@@ -47,6 +49,9 @@ class TrainingData:
     # Labelled + unlabelled pool size; an epoch is ceil(n_train / batch) steps for EVERY method, so
     # labelled-only baselines get the same number of updates as the semi-supervised ones.
     n_train: int
+    # Labelled samples per batch when the method fixes it (DMAT: 30% real, 70% generated); None:
+    # training.<dataset>.labelled_per_batch.
+    labelled_per_batch: int | None = None
 
 
 def _fingerprint(run: RunConfig, data: TrainingData) -> str:
@@ -88,6 +93,24 @@ def _write_log(path: Path, history: list[dict[str, Any]]) -> None:
     write_text(path, buffer.getvalue())
 
 
+def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Module,
+               optimizer: torch.optim.Optimizer, ema: torch.nn.Module, batch: Batch,
+               ctx: StepContext, *, precision: Precision, ema_decay: float
+               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One update: the method's loss (its attack inside) under autocast, SGD, EMA.
+
+    `step_model` is what the loss calls (maybe compiled, channels_last); `model` owns the weights
+    the EMA follows. No host synchronisation: the loss comes back as a device tensor.
+    """
+    with autocast(batch.x.device, precision):
+        loss, stats = method.loss(step_model, batch, ctx)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    update_ema(ema, model, ema_decay)
+    return loss.detach(), stats
+
+
 def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
           device: torch.device | str = "cpu", meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train `run.method`; write best.pt, last.pt and train_log.csv into `out_dir`.
@@ -98,9 +121,10 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     out_dir, device = Path(out_dir), torch.device(device)
     resume_dir = out_dir / "resume"
     cfg, threat = run.training, run.data
+    configure_backend(device, deterministic=cfg["deterministic"])
     torch.manual_seed(run.seed)
     in_channels = data.labelled_x.shape[1]
-    model = build_model(run.model, in_channels=in_channels, num_classes=data.num_classes,
+    model = build_model(**run.model_spec, in_channels=in_channels, num_classes=data.num_classes,
                         mean=data.mean, std=data.std).to(device)
     method = build_method(run.method_params, feature_dim=model.feature_dim,
                           num_classes=data.num_classes,
@@ -111,7 +135,8 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     scheduler = make_scheduler(optimizer, cfg["epochs"], cfg["warmup_fraction"])
     ema = make_ema(model)
     fingerprint = _fingerprint(run, data)
-    meta = {**(meta or {}), "model": run.model, "in_channels": in_channels,
+    meta = {**(meta or {}), "model": run.model, "model_spec": dict(run.model_spec),
+            "in_channels": in_channels,
             "num_classes": data.num_classes, "mean": list(data.mean), "std": list(data.std),
             "dataset": run.dataset, "method": run.method, "seed": run.seed,
             "fingerprint": fingerprint}
@@ -130,48 +155,58 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
         else:
             print("ignoring resume/last.pt: it was made with other params", file=sys.stderr)
 
+    # Data lives on the training device (uint8 for the big datasets: 4x less memory); a batch is
+    # gathered and converted there, so the inner loop never waits on the host.
     x_l, y_l = data.labelled_x.to(device), data.labelled_y.to(device)
     x_u, y_u = data.unlabelled_x.to(device), data.unlabelled_y.to(device)
-    data.validation_x, data.validation_y = data.validation_x.to(device), data.validation_y.to(device)
+    data.validation_x = to_unit(data.validation_x.to(device))
+    data.validation_y = data.validation_y.to(device)
     n_l, n_u = len(x_l), len(x_u)
     iterations = iterations_per_epoch(data.n_train, cfg["batch_size"])
-    n_lpb = labelled_per_batch(n_l, n_u, cfg["batch_size"], cfg["labelled_per_batch"])
+    n_lpb = labelled_per_batch(n_l, n_u, cfg["batch_size"],
+                               data.labelled_per_batch or cfg["labelled_per_batch"])
     aug = run.data["augment"]
+    step_model = prepare_model(model, channels_last=cfg["channels_last"], compile=cfg["compile"])
     bar = tqdm(range(start_epoch, cfg["epochs"]), desc=f"{run.method} seed {run.seed}",
                initial=start_epoch, total=cfg["epochs"], disable=not sys.stderr.isatty())
 
     for epoch in bar:
         started = time.perf_counter()
         generator = _epoch_generator(run.seed, epoch)
+        # Augmentation and attack noise are drawn on the device (CPU: the same generator).
+        step_generator = generator if device.type == "cpu" else torch.Generator(
+            device=device).manual_seed(run.seed * 1_000_003 + epoch)
         model.train()
         method.train()
         totals: dict[str, torch.Tensor] = {}
-        for it, (li, ui) in enumerate(sample_batch_indices(
-                n_l, n_u, iterations=iterations, batch_size=cfg["batch_size"],
-                n_labelled_per_batch=n_lpb, generator=generator)):
-            li, ui = li.to(device), ui.to(device)
+        batches = sample_batch_indices(n_l, n_u, iterations=iterations,
+                                       batch_size=cfg["batch_size"], n_labelled_per_batch=n_lpb,
+                                       generator=generator)
+        labelled_idx = torch.stack([li for li, _ in batches]).to(device)  # one copy an epoch
+        unlabelled_idx = torch.stack([ui for _, ui in batches]).to(device)
+        for it in range(iterations):
+            li, ui = labelled_idx[it], unlabelled_idx[it]
             x_raw = torch.cat([x_l[li], x_u[ui]]) if n_u else x_l[li]
             labels = torch.cat([y_l[li], y_u[ui]]) if n_u else y_l[li]
+            x_raw = to_unit(x_raw, cfg["channels_last"])
 
             def view(x: torch.Tensor) -> torch.Tensor:
-                return augment(x, **aug, generator=generator)
+                return to_unit(augment(x, **aug, generator=step_generator), cfg["channels_last"])
 
             progress = epoch + it / iterations
             ctx = StepContext(eps=threat["eps"], step_size=threat["train_step_size"],
-                              steps=threat["train_steps"], generator=generator, ema_model=ema,
-                              progress=progress, augment=view)
-            loss, stats = method.loss(model, Batch(view(x_raw), x_raw, labels), ctx)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+                              steps=threat["train_steps"], generator=step_generator,
+                              ema_model=ema, progress=progress, augment=view)
             decay = method.ema_decay(progress)
             if decay is None:  # the released code: copy during the warm-up, then average
                 decay = 0.0 if progress < cfg["ema_warmup_epochs"] else cfg["ema_decay"]
             else:  # Mean Teacher's own warm-up: a true average of the steps so far
                 decay = min(decay, 1.0 - 1.0 / (epoch * iterations + it + 1))
-            update_ema(ema, model, decay)
-            for key, value in {"loss": loss.detach(), **stats}.items():
-                totals[key] = totals.get(key, 0.0) + value
+            loss, stats = train_step(method, step_model, model, optimizer, ema,
+                                     Batch(view(x_raw), x_raw, labels), ctx,
+                                     precision=cfg["precision"], ema_decay=decay)
+            for key, value in {"loss": loss, **stats}.items():
+                totals[key] = totals.get(key, 0.0) + value.float()
         row: dict[str, Any] = {"epoch": epoch + 1, "lr": optimizer.param_groups[0]["lr"]}
         row.update({k: round(float(v) / iterations, 6) for k, v in totals.items()})
         scheduler.step()

@@ -1,0 +1,232 @@
+"""Training throughput per method and model: images/s of a whole step (the trainer's own
+`train_step`: attack, update, EMA), of its attack (the inner maximisation) and of the update;
+forward passes a step; peak memory; on a GPU, the share of the GPU's peak FLOP/s.
+
+    # CPU, the speed bar of the authors' release (WRN-16-4, batch 64, PGD-10, 2 threads):
+    .venv/bin/python benchmarks/throughput.py --models wrn-16-4 --methods trades rst wscat --batch 64
+    # GPU node, the paper's model with the speed switches on:
+    .venv/bin/python benchmarks/throughput.py --device cuda --models wrn-28-10 --batch 128 \\
+        --precision bf16 --channels-last --methods trades rst wscat
+
+Each (model, method) runs in a fresh process, so peak memory is its own. Inputs are random
+CIFAR-shaped batches (content does not change the cost). Results go to
+benchmarks/results/{tag}.json and .md; the README quotes the Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# Dense peak of the tensor cores (bf16; TF32 is half of it), by device-name fragment.
+PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12,
+                   "RTX 4090": 165e12, "A40": 150e12, "V100": 125e12}
+
+
+def machine(device: str, threads: int) -> str:
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    name = platform.processor() or "CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name}, {threads} threads, torch {torch.__version__}"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(model_key: str, method_key: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Time `iters` training steps of one (model, method) after `warmup` steps."""
+    import wscat.methods as methods_pkg
+    from wscat.config import load_params, method_for
+    from wscat.methods import Batch, StepContext, build_method
+    from wscat.models import build_model
+    from wscat.training.ema import make_ema
+    from wscat.training.speed import configure_backend, prepare_model
+    from wscat.training.trainer import train_step
+
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    configure_backend(device, deterministic=args.deterministic)
+    params = load_params(ROOT / "params.yaml")
+    method_params = method_for(params, method_key, "cifar10")
+    torch.manual_seed(0)
+    model = build_model(**params["models"][model_key], in_channels=3, num_classes=10,
+                        mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010)).to(device)
+    method = build_method(method_params, feature_dim=model.feature_dim, num_classes=10,
+                          image_shape=(3, 32, 32)).to(device)
+    optimizer = torch.optim.SGD(list(model.parameters()) + list(method.trainable_parameters()),
+                                lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    ema = make_ema(model)
+    step_model = prepare_model(model, channels_last=args.channels_last, compile=args.compile)
+    generator = torch.Generator(device=device).manual_seed(0)
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    x = torch.rand(args.batch, 3, 32, 32, generator=generator, device=device).contiguous(
+        memory_format=fmt)
+    labels = torch.randint(0, 10, (args.batch,), generator=generator, device=device)
+    if method_params["data"] == "semi":
+        labels[args.batch // 10:] = -1
+    ctx = StepContext(eps=8 / 255, step_size=2 / 255, steps=args.attack_steps, generator=generator,
+                      ema_model=ema, progress=5.0, augment=lambda t: t)
+    batch = Batch(x, x, labels)
+    model.train()
+
+    def step() -> None:
+        train_step(method, step_model, model, optimizer, ema, batch, ctx,
+                   precision=args.precision, ema_decay=0.995)
+
+    forwards: list[int] = []
+    hook = model.register_forward_hook(lambda *_: forwards.append(1))
+    for _ in range(args.warmup):
+        step()
+    hook.remove()
+    per_step = len(forwards) // max(args.warmup, 1)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    _sync(device)
+    started = time.perf_counter()
+    for _ in range(args.iters):
+        step()
+    _sync(device)
+    step_seconds = (time.perf_counter() - started) / args.iters
+
+    # The attack's share: time each call of the PGD engine inside the methods (synchronised).
+    attack_seconds = [0.0]
+    patched = []
+    for name in dir(methods_pkg):
+        module = getattr(methods_pkg, name)
+        if hasattr(module, "pgd") and callable(getattr(module, "pgd")) and hasattr(module, "__file__"):
+            original = module.pgd
+
+            def timed(*a: Any, _original: Any = original, **k: Any) -> torch.Tensor:
+                _sync(device)
+                t0 = time.perf_counter()
+                out = _original(*a, **k)
+                _sync(device)
+                attack_seconds[0] += time.perf_counter() - t0
+                return out
+
+            module.pgd = timed
+            patched.append((module, original))
+    for _ in range(args.iters):
+        step()
+    for module, original in patched:
+        module.pgd = original
+    attack = attack_seconds[0] / args.iters
+
+    flops = None
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counter = FlopCounterMode(display=False)
+        with counter:
+            step()
+        flops = counter.get_total_flops()
+    except Exception:  # noqa: BLE001 - FLOP counting is informative only
+        flops = None
+    peak = (torch.cuda.max_memory_allocated(device) if device.type == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    share = None
+    if device.type == "cuda" and flops:
+        name = torch.cuda.get_device_name(0)
+        peak_flops = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+        if peak_flops:
+            peak_flops = peak_flops if args.precision == "bf16" else peak_flops / 2
+            share = flops / step_seconds / peak_flops
+    return {"model": model_key, "method": method_key, "batch": args.batch,
+            "attack_steps": args.attack_steps, "precision": args.precision,
+            "channels_last": args.channels_last, "compile": args.compile,
+            "deterministic": args.deterministic, "forwards_per_step": per_step,
+            "step_images_per_s": args.batch / step_seconds,
+            "attack_images_per_s": args.batch / attack if attack > 0 else None,
+            "update_images_per_s": args.batch / max(step_seconds - attack, 1e-9),
+            "seconds_per_step": step_seconds, "peak_memory_mb": peak / 2**20,
+            "flops_per_step": flops, "peak_flops_share": share}
+
+
+def markdown(rows: list[dict[str, Any]], title: str) -> str:
+    lines = [f"**{title}**", "",
+             "| model | method | batch | precision | step img/s | attack img/s | update img/s "
+             "| fwd/step | peak MiB | GPU FLOP/s share |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        share = f"{100 * r['peak_flops_share']:.1f}%" if r["peak_flops_share"] else "n/a"
+        attack = f"{r['attack_images_per_s']:.1f}" if r["attack_images_per_s"] else "n/a"
+        lines.append(f"| {r['model']} | {r['method']} | {r['batch']} | {r['precision']} | "
+                     f"{r['step_images_per_s']:.1f} | {attack} | {r['update_images_per_s']:.1f} | "
+                     f"{r['forwards_per_step']} | {r['peak_memory_mb']:.0f} | {share} |")
+    by_model: dict[str, dict[str, float]] = {}
+    for r in rows:
+        by_model.setdefault(r["model"], {})[r["method"]] = r["seconds_per_step"]
+    for model, times in by_model.items():
+        if "wscat" in times and "trades" in times:
+            extra = 100 * (times["wscat"] / times["trades"] - 1)
+            lines.append(f"\n{model}: a WSCAT step costs {extra:+.1f}% against a TRADES step.")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["wrn-16-4"], help="keys of params.yaml models")
+    parser.add_argument("--methods", nargs="+", default=["trades", "rst", "wscat"])
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--attack-steps", type=int, default=10)
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--deterministic", action="store_true")
+    parser.add_argument("--tag", default=None, help="results file name (default: from the device)")
+    parser.add_argument("--one", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(*args.one, args)))
+        return
+    rows = []
+    passthrough = [a for a in sys.argv[1:]]
+    for model in args.models:
+        for method in args.methods:
+            result = subprocess.run([sys.executable, __file__, *passthrough, "--one", model, method],
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                sys.exit(f"throughput: {model} {method} failed: "
+                         f"{(result.stderr.strip().splitlines() or ['?'])[-1]}")
+            row = json.loads(result.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(f"{model:10s} {method:10s} {row['step_images_per_s']:8.1f} img/s "
+                  f"(attack {row['attack_images_per_s'] or 0:.1f}, update "
+                  f"{row['update_images_per_s']:.1f}) fwd/step {row['forwards_per_step']}",
+                  flush=True)
+    title = f"{machine(args.device, args.threads)}; PGD-{args.attack_steps}, {args.precision}" + (
+        ", channels_last" if args.channels_last else "") + (", compiled" if args.compile else "")
+    tag = args.tag or ("gpu" if args.device.startswith("cuda") else "cpu")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{tag}.json").write_text(json.dumps({"machine": title, "rows": rows}, indent=1) + "\n")
+    (out / f"{tag}.md").write_text(markdown(rows, title))
+    print(markdown(rows, title))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""What every source shares: the in-memory dataset, the archive a source reads, and its error."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+DEFAULT_ROOT = "data/raw"
+
+
+class DatasetUnavailable(ValueError):
+    """An archive is missing, corrupt or unreadable; the message is one line saying what to do."""
+
+
+@dataclass(frozen=True)
+class ImageDataset:
+    """A whole dataset in memory; `mean`/`std`: the per-channel statistics the model normalises by.
+
+    `images` is N x C x H x W, either uint8 (pixel = value / 255; the large datasets) or float32 in
+    [0, 1]. With `train_size` set, images[:train_size] is the official training set and the rest
+    the official test set; None means there is no official test split.
+    """
+
+    name: str
+    images: torch.Tensor
+    labels: torch.Tensor  # int64, N
+    num_classes: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    train_size: int | None = None
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return tuple(self.images.shape[1:])  # type: ignore[return-value]
+
+
+def as_unit_float(x: torch.Tensor) -> torch.Tensor:
+    """uint8 images -> float32 in [0, 1]; floating images are returned unchanged."""
+    if x.dtype == torch.uint8:
+        return x.to(torch.float32).div_(255.0)
+    if x.is_floating_point():
+        return x
+    raise TypeError(f"images must be uint8 or floating point, not {x.dtype}")
+
+
+@dataclass(frozen=True)
+class Archive:
+    """One file a source reads: where it lives, where a person gets it, how it is checked.
+
+    `origin` completes "get it from ...". `url` is set where the file can be downloaded
+    automatically; `md5` is checked before the file is read (None: not checked).
+    """
+
+    path: Path
+    origin: str
+    url: str | None = None
+    md5: str | None = None
+
+
+class Source(Protocol):
+    """A dataset source: the archives it reads and how it turns them into an ImageDataset."""
+
+    def archives(self, name: str, cfg: Mapping[str, Any]) -> list[Archive]: ...
+
+    def read(self, name: str, cfg: Mapping[str, Any]) -> ImageDataset: ...
+
+
+def root(cfg: Mapping[str, Any]) -> Path:
+    """The folder holding a source's archives (`datasets.<name>.root`)."""
+    return Path(cfg.get("root") or DEFAULT_ROOT)
+
+
+def one_line(error: BaseException) -> str:
+    """An exception as text fit for a one-line message."""
+    return " ".join(f"{type(error).__name__}: {error}".split())

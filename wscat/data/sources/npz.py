@@ -1,0 +1,103 @@
+"""Any image classification set as one .npz: uint8 x_train, x_test (N x H x W x C) and labels."""
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wscat.data.sources.base import Archive, DatasetUnavailable, ImageDataset, one_line
+
+KEYS = ("x_train", "y_train", "x_test", "y_test")
+ORIGIN = "your own export (one .npz with uint8 x_train, x_test as N x H x W x C and integer " \
+         "y_train, y_test in 0..K-1)"
+
+
+def _path(name: str, cfg: Mapping[str, Any]) -> Path:
+    if not cfg.get("path"):
+        raise DatasetUnavailable(f"dataset '{name}': source npz needs datasets.{name}.path, "
+                                 "the .npz file to read")
+    return Path(cfg["path"])
+
+
+def _channels_first(x: np.ndarray, key: str) -> np.ndarray:
+    """uint8 N x H x W x C (or N x H x W, grey) -> N x C x H x W."""
+    if x.dtype != np.uint8:
+        raise ValueError(f"{key} is {x.dtype}, expected uint8 (pixel = value / 255)")
+    if x.ndim == 3:
+        x = x[..., None]
+    if x.ndim != 4:
+        raise ValueError(f"{key} has shape {x.shape}, expected N x H x W x C")
+    return x.transpose(0, 3, 1, 2)
+
+
+def _labels(y: np.ndarray, key: str, n: int) -> np.ndarray:
+    if not np.issubdtype(y.dtype, np.integer) or y.shape != (n,):
+        raise ValueError(f"{key} is {y.dtype} {y.shape}, expected {n} integer labels")
+    if n and y.min() < 0:
+        raise ValueError(f"{key} has negative labels; labels run 0..K-1")
+    return y.astype(np.int64)
+
+
+def _channel_stats(x: np.ndarray, chunk: int = 1024) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and std of uint8 N x C x H x W images in [0,1] units, a chunk at a time."""
+    total = np.zeros(x.shape[1])
+    squares = np.zeros(x.shape[1])
+    for begin in range(0, len(x), chunk):
+        part = x[begin:begin + chunk].astype(np.float64) / 255.0
+        total += part.sum(axis=(0, 2, 3))
+        squares += (part ** 2).sum(axis=(0, 2, 3))
+    count = x.shape[0] * x.shape[2] * x.shape[3]
+    mean = total / count
+    std = np.sqrt(np.maximum(squares / count - mean ** 2, 0.0))
+    return tuple(float(m) for m in mean), tuple(float(s) for s in std)
+
+
+def _statistic(cfg: Mapping[str, Any], key: str, channels: int) -> tuple[float, ...] | None:
+    value = cfg.get(key)
+    if value is None:
+        return None
+    if len(value) != channels:
+        raise ValueError(f"{key} has {len(value)} values for {channels} channels")
+    return tuple(float(v) for v in value)
+
+
+class Npz:
+    """Training images first, then test images; statistics from the training images unless set."""
+
+    def archives(self, name: str, cfg: Mapping[str, Any]) -> list[Archive]:
+        md5 = cfg.get("md5")
+        return [Archive(_path(name, cfg), origin=ORIGIN, md5=str(md5) if md5 else None)]
+
+    def read(self, name: str, cfg: Mapping[str, Any]) -> ImageDataset:
+        path = _path(name, cfg)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                absent = [key for key in KEYS if key not in data.files]
+                if absent:
+                    raise ValueError(f"no {', '.join(absent)}; expected keys {', '.join(KEYS)}")
+                x_train = _channels_first(data["x_train"], "x_train")
+                x_test = _channels_first(data["x_test"], "x_test")
+                y_train = _labels(data["y_train"], "y_train", len(x_train))
+                y_test = _labels(data["y_test"], "y_test", len(x_test))
+            if x_train.shape[1:] != x_test.shape[1:]:
+                raise ValueError(f"x_train images are C x H x W = {x_train.shape[1:]} but x_test "
+                                 f"images are {x_test.shape[1:]}")
+            labels = np.concatenate([y_train, y_test])
+            num_classes = int(cfg.get("num_classes") or (labels.max(initial=-1) + 1))
+            if labels.max(initial=-1) >= num_classes:
+                raise ValueError(f"label {labels.max()} but num_classes = {num_classes}")
+            channels = x_train.shape[1]
+            mean, std = _statistic(cfg, "mean", channels), _statistic(cfg, "std", channels)
+            if mean is None or std is None:
+                computed = _channel_stats(x_train)
+                mean, std = mean or computed[0], std or computed[1]
+        except (OSError, EOFError, zipfile.BadZipFile, ValueError, TypeError) as error:
+            raise DatasetUnavailable(f"dataset '{name}': {path} is not a usable npz dataset "
+                                     f"({one_line(error)})") from error
+        images = np.ascontiguousarray(np.concatenate([x_train, x_test]))
+        return ImageDataset(name, torch.from_numpy(images), torch.from_numpy(labels), num_classes,
+                            mean, std, train_size=len(x_train))

@@ -1,0 +1,66 @@
+"""The GPU speed switches of `training.<dataset>` in params.yaml, each one small function.
+
+precision: bf16 autocast for the attack steps and the update (fp32 weights, optimiser and EMA);
+channels_last: NHWC memory format for convolutions; compile: torch.compile of the classifier;
+deterministic: torch.use_deterministic_algorithms and no cuDNN autotuning (cuDNN autotuning is on
+only when determinism is not asked for, since the autotuner may pick different kernels per run).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Literal
+
+import torch
+from torch import nn
+
+Precision = Literal["fp32", "bf16"]
+
+
+def configure_backend(device: torch.device, *, deterministic: bool) -> None:
+    """Deterministic kernels (bit-for-bit reruns on the same node) or cuDNN autotuning (speed)."""
+    if device.type == "cuda":
+        # cuBLAS needs a fixed workspace to be deterministic; it reads this at its first call.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.benchmark = not deterministic
+        torch.backends.cudnn.deterministic = deterministic
+        # TF32 matmuls are deterministic but lower precision; keep them for speed in both modes.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    torch.use_deterministic_algorithms(deterministic, warn_only=False)
+
+
+@contextlib.contextmanager
+def autocast(device: torch.device, precision: Precision) -> Iterator[None]:
+    """bf16 autocast around forward passes (attack steps and update); fp32 does nothing."""
+    if precision == "fp32":
+        yield
+    elif precision == "bf16":
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            yield
+    else:
+        raise ValueError(f"precision must be fp32 or bf16, got {precision!r}")
+
+
+def memory_format(channels_last: bool) -> torch.memory_format:
+    return torch.channels_last if channels_last else torch.contiguous_format
+
+
+def prepare_model(model: nn.Module, *, channels_last: bool, compile: bool) -> nn.Module:
+    """The module the training step calls: `model` in the chosen memory format, maybe compiled.
+
+    The returned module shares parameters with `model`; checkpoints and the EMA use `model`
+    itself, so a compiled run saves the same state dict keys as an eager one.
+    """
+    model.to(memory_format=memory_format(channels_last))
+    if compile:
+        return torch.compile(model)  # type: ignore[return-value]
+    return model
+
+
+def to_unit(x: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
+    """Images as float32 in [0,1]: uint8 datasets (CIFAR, ImageNet32) are stored as 0..255."""
+    if x.dtype == torch.uint8:
+        x = x.float().div_(255.0)
+    return x.contiguous(memory_format=memory_format(channels_last))
