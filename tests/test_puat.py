@@ -15,8 +15,8 @@ from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
 from wscat.data import load_dataset, make_split
 from wscat.methods import Batch, StepContext, build_method
-from wscat.methods.puat import (Puat, classifier_gan_loss, discriminator_loss, project,
-                                sigmoid_rampup)
+from wscat.methods.puat import (Puat, classifier_gan_loss, discriminator_loss, pair_roles,
+                                project, sigmoid_rampup)
 from wscat.models import SmallCNN
 from wscat.models.gan import Attacker, Discriminator, Generator, halvings
 from wscat.training import train
@@ -24,10 +24,20 @@ from wscat.training import trainer as trainer_module
 from wscat.training.ema import make_ema
 
 KNOBS = dict(pretrain_epochs=1, gan_start_epochs=0.5, adv_rampup_epochs=1, consistency=50.0,
-             consistency_rampup_epochs=3, uae_weight=1.0, rae_weight=6.0, gan_weight=0.1, alpha=0.5,
-             label_smoothing=0.1, d_steps=2, n_generated=7, latent_dim=8, gan_width=8,
-             latent_eps=0.1, gan_lr=2e-3)
+             consistency_rampup_epochs=3, uae_weight=1.0, rae_weight=6.0, gan_weight=0.1,
+             gan_alpha=0.5, label_smoothing=0.1, d_steps=2, n_generated=7, latent_dim=8,
+             gan_width=8, latent_eps=0.1, gan_lr=2e-3)
 ADVERSARIAL, PRETRAIN_GAN, PRETRAIN_ALONE = 2.5, 0.7, 0.2  # progress in each phase
+PLAYERS = ("generator", "discriminator", "attacker")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: one thread is fastest, and on a shared 2-core machine two threads spin-wait."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _setup(seed: int = 0):
@@ -46,7 +56,8 @@ def _batch() -> Batch:
 
 
 def _ctx(ema: torch.nn.Module, progress: float, seed: int = 2) -> StepContext:
-    return StepContext(eps=0.15, step_size=0.05, steps=2, generator=torch.Generator().manual_seed(seed),
+    return StepContext(eps=0.15, step_size=0.05, steps=2,
+                       generator=torch.Generator().manual_seed(seed),
                        ema_model=ema, progress=progress, augment=lambda v: v)
 
 
@@ -91,7 +102,8 @@ def test_generator_is_class_conditional_and_discriminator_is_a_projection():
             block.bn1.scale.normal_()
             block.bn1.shift.normal_()
     z = torch.randn(4, 4)
-    assert not torch.allclose(g(z, torch.zeros(4, dtype=torch.long)), g(z, torch.ones(4, dtype=torch.long)))
+    zeros, ones = torch.zeros(4, dtype=torch.long), torch.ones(4, dtype=torch.long)
+    assert not torch.allclose(g(z, zeros), g(z, ones))
     d.eval()
     x = torch.rand(4, 1, 8, 8)
     phi = F.relu(d.blocks(x * 2 - 1)).sum((2, 3))  # D(x, y) = w.phi + <e_y, phi>
@@ -117,22 +129,36 @@ def test_projection_onto_the_ball_around_the_generated_image():
     assert torch.allclose(project(x_uae, x_g, 0.2), torch.tensor([0.7, 0.3, 0.55, 1.0, 0.0]))
 
 
+def test_pair_roles():
+    labels = torch.tensor([3, -1, -1, 0, -1])
+    coin = torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0])
+    real, classifier = pair_roles(labels, coin)
+    assert real.tolist() == [1, 1, 0, 1, 0]        # labelled rows, and unlabelled rows with coin 1
+    assert classifier.tolist() == [0, 0, 1, 0, 1]  # the other unlabelled rows
+    real, classifier = pair_roles(torch.tensor([1, 2]), torch.tensor([0.0, 1.0]))
+    assert real.tolist() == classifier.tolist() == [1, 1]  # no unlabelled rows: C's pairs = x_l
+
+
 def test_discriminator_loss_by_hand():
-    s_real = torch.tensor([[0.5, 2.0], [-1.0, 0.2]])   # D(x, .) of two real pairs, labels 0 and 1
-    s_gen = torch.tensor([[-2.0, 0.3]])                # one generated pair, label 1
-    s_c = torch.tensor([[0.0, -0.5], [1.0, -3.0]])     # C's pairs, weighted by p_C
-    p_c = torch.tensor([[0.25, 0.75], [0.5, 0.5]])
+    scores = torch.tensor([[0.5, 2.0], [-1.0, 0.2], [0.0, -0.5], [1.0, -3.0]])  # D(x, .), 4 rows
+    y_real = torch.tensor([0, 1, 0, 0])
+    real_weight = torch.tensor([1.0, 1.0, 0.0, 0.0])      # rows 0, 1: real pairs (labels 0, 1)
+    classifier_weight = torch.tensor([0.0, 0.0, 1.0, 1.0])  # rows 2, 3: C's pairs, weighted by p_C
+    probs = torch.tensor([[0.9, 0.1], [0.9, 0.1], [0.25, 0.75], [0.5, 0.5]])
+    s_gen = torch.tensor([[-2.0, 0.3]])                     # one generated pair, label 1
     real = (max(0, 1 - 0.5) + max(0, 1 - 0.2)) / 2                     # 0.65
-    gen = max(0, 1 + 0.3)                                              # 1.3
     clf = ((0.25 * 1 + 0.75 * 0.5) + (0.5 * 2 + 0.5 * 0)) / 2          # 0.8125
-    loss = discriminator_loss(s_real, torch.tensor([0, 1]), s_gen, torch.tensor([1]), s_c, p_c, 0.3)
+    gen = max(0, 1 + 0.3)                                              # 1.3
+    loss = discriminator_loss(scores, y_real, real_weight, probs, classifier_weight, s_gen,
+                              torch.tensor([1]), 0.3)
     assert loss.item() == pytest.approx(real + 0.3 * clf + 0.7 * gen)
 
 
 def test_classifier_gan_loss_by_hand():
-    logits = torch.tensor([[0.0, math.log(3.0)], [0.0, 0.0]], requires_grad=True)  # p_C = (1/4, 3/4), (1/2, 1/2)
-    scores = torch.tensor([[2.0, -1.0], [4.0, 0.0]], requires_grad=True)
-    loss = classifier_gan_loss(logits, scores)
+    # p_C = (1/4, 3/4), (1/2, 1/2), and a third row that is not one of C's pairs
+    logits = torch.tensor([[0.0, math.log(3.0)], [0.0, 0.0], [5.0, 0.0]], requires_grad=True)
+    scores = torch.tensor([[2.0, -1.0], [4.0, 0.0], [9.0, 9.0]], requires_grad=True)
+    loss = classifier_gan_loss(logits, scores, torch.tensor([1.0, 1.0, 0.0]))
     assert loss.item() == pytest.approx(-((0.5 - 0.75) + 2.0) / 2)
     loss.backward()
     assert logits.grad is not None and scores.grad is None  # D's scores are fixed in C's term
@@ -170,7 +196,7 @@ def test_returned_loss_is_the_sum_of_its_terms():
 
 def test_a_step_updates_g_d_a_and_leaves_the_classifier_to_the_trainer():
     model, method, _ = _setup()
-    before = {name: _params(getattr(method, name)) for name in ("generator", "discriminator", "attacker")}
+    before = {name: _params(getattr(method, name)) for name in PLAYERS}
     classifier = _params(model)
     loss, _ = method.loss(model, _batch(), _ctx(make_ema(model), ADVERSARIAL))
     assert torch.isfinite(loss)
@@ -186,10 +212,10 @@ def test_a_step_updates_g_d_a_and_leaves_the_classifier_to_the_trainer():
 
 @pytest.mark.parametrize("progress, moved", [(PRETRAIN_ALONE, ()),
                                              (PRETRAIN_GAN, ("generator", "discriminator")),
-                                             (ADVERSARIAL, ("generator", "discriminator", "attacker"))])
+                                             (ADVERSARIAL, PLAYERS)])
 def test_phases(progress, moved):
     model, method, _ = _setup()
-    before = {name: _params(getattr(method, name)) for name in ("generator", "discriminator", "attacker")}
+    before = {name: _params(getattr(method, name)) for name in PLAYERS}
     loss, stats = method.loss(model, _batch(), _ctx(make_ema(model), progress))
     for name, params in before.items():
         assert _changed(params, getattr(method, name)) == (name in moved), name
@@ -205,7 +231,8 @@ def test_two_steps_are_deterministic():
     for _ in range(2):
         model, method, optimizer = _setup()
         ema = make_ema(model)
-        losses = [_train_step(model, method, optimizer, ema, ADVERSARIAL, seed=s)[0] for s in (3, 4)]
+        losses = [_train_step(model, method, optimizer, ema, ADVERSARIAL, seed=s)[0]
+                  for s in (3, 4)]
         runs.append((losses, model.state_dict(), method.state_dict()))
     (l1, m1, p1), (l2, m2, p2) = runs
     assert [x.item() for x in l1] == [x.item() for x in l2]
@@ -251,11 +278,12 @@ def test_state_dict_round_trip_resumes_exactly():
 
 
 def test_resume_without_the_optimiser_states_would_differ():
-    """The Adam states matter: fresh ones give another step (so the round trip above is not vacuous)."""
+    """The Adam states matter: fresh ones give another step (the round trip is not vacuous)."""
     model, method, optimizer = _setup()
     ema = make_ema(model)
     _train_step(model, method, optimizer, ema, ADVERSARIAL, seed=3)
-    fresh_model, fresh, fresh_optimizer = copy.deepcopy(model), copy.deepcopy(method), copy.deepcopy(optimizer)
+    fresh_model, fresh = copy.deepcopy(model), copy.deepcopy(method)
+    fresh_optimizer = copy.deepcopy(optimizer)
     for name in fresh.optimizers:
         fresh.optimizers[name] = torch.optim.Adam(getattr(fresh, name).parameters(), lr=2e-3,
                                                   betas=(0.0, 0.99))
@@ -292,7 +320,9 @@ PUAT_PARAMS = {"objective": "puat", "data": "semi", "selection": "cw",
                   "gan_start_epochs": 0.5}}
 
 
-def test_a_short_run_through_the_trainer(tmp_path, monkeypatch):
+@pytest.fixture
+def puat_run(monkeypatch):
+    """A 2-epoch digits run (pre-training, then the game) and its data."""
     params = tiny_params(epochs=2)
     params["methods"]["puat"] = PUAT_PARAMS
     try:  # once PUAT is registered, the real build_method is used
@@ -315,13 +345,34 @@ def test_a_short_run_through_the_trainer(tmp_path, monkeypatch):
                        labelled=300, val_fraction=0.2, val_max=2000)
     data = pipeline.training_data(source, split, "semi", None)
     assert bool((data.unlabelled_y == -1).all())
-    run = RunConfig.from_params(params, dataset="digits", model="cnn", method="puat", seed=1)
-    summary = train(run, data, tmp_path)
+    return RunConfig.from_params(params, dataset="digits", model="cnn", method="puat", seed=1), data
+
+
+def test_a_killed_run_through_the_trainer_resumes_exactly(tmp_path, monkeypatch, puat_run):
+    run, data = puat_run
+    summary = train(run, data, tmp_path / "straight")
     assert summary["epochs"] == 2
-    state = load_checkpoint(tmp_path / "last.pt")
-    assert set(state["method"]["_extra_state"]) == {"generator", "discriminator", "attacker"}
-    log = (tmp_path / "train_log.csv").read_text().splitlines()
+    log = (tmp_path / "straight" / "train_log.csv").read_text().splitlines()
     header, rows = log[0].split(","), [dict(zip(log[0].split(","), r.split(","))) for r in log[1:]]
     assert {"uae", "rae", "gan", "d_loss", "g_loss", "a_loss"} <= set(header)
-    assert float(rows[0]["uae"]) == 0.0 and float(rows[1]["uae"]) > 0.0  # pre-training, then the game
+    assert float(rows[0]["uae"]) == 0.0 and float(rows[1]["uae"]) > 0.0  # pre-training, the game
     assert all(np.isfinite(float(r["loss"])) for r in rows)
+
+    real_save = trainer_module.save_checkpoint
+
+    def save_then_die(path, state):
+        real_save(path, state)
+        if path.name == "last.pt":
+            raise KeyboardInterrupt("killed after epoch 1")
+
+    monkeypatch.setattr(trainer_module, "save_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train(run, data, tmp_path / "killed")
+    monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
+    train(run, data, tmp_path / "killed")  # resumes from epoch 2: the game, with the Adam states
+    straight = load_checkpoint(tmp_path / "straight" / "last.pt")
+    resumed = load_checkpoint(tmp_path / "killed" / "last.pt")
+    assert set(resumed["method"]["_extra_state"]) == set(PLAYERS)
+    for key in ("model", "ema", "method"):
+        a, b = straight[key], resumed[key]
+        assert all(torch.equal(a[k], b[k]) for k in a if k != "_extra_state"), key

@@ -51,15 +51,15 @@ def frozen_batchnorm_stats(model: nn.Module) -> Iterator[None]:
     """BatchNorm uses batch statistics (train mode) but its running statistics stay untouched.
 
     The released WSCAT code attacks this way; TRADES and RST attack in eval mode instead.
+    With track_running_stats off, a train-mode BatchNorm normalises by the batch and neither reads
+    nor writes its running buffers (no momentum update, no num_batches_tracked increment).
     """
-    saved = []
-    for module in model.modules():
-        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats:
-            saved.append((module, module.momentum, module.num_batches_tracked.clone()))
-            module.momentum = 0.0
+    switched = [module for module in model.modules()
+                if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats]
+    for module in switched:
+        module.track_running_stats = False
     try:
         yield
     finally:
-        for module, momentum, tracked in saved:
-            module.momentum = momentum
-            module.num_batches_tracked.copy_(tracked)
+        for module in switched:
+            module.track_running_stats = True

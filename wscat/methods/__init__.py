@@ -6,6 +6,7 @@ from typing import Any
 
 from wscat.methods.base import Batch, Method, StepContext
 from wscat.methods.mean_teacher import MeanTeacher
+from wscat.methods.puat import Puat
 from wscat.methods.rlfat import Rlfat
 from wscat.methods.standard import Standard
 from wscat.methods.trades import Trades
@@ -53,7 +54,13 @@ def build_method(method_params: dict[str, Any], *, feature_dim: int, num_classes
         keys = ("consistency", "rampup_epochs", "teacher_decay", "teacher_decay_late",
                 "label_smoothing")
         return MeanTeacher(**{k: method_params[k] for k in keys})
-    # >>> PUAT: the lead adds the `objective == "puat"` branch here (wscat/methods/puat.py). <<<
+    if objective == "puat":
+        keys = ("pretrain_epochs", "gan_start_epochs", "adv_rampup_epochs", "consistency",
+                "consistency_rampup_epochs", "uae_weight", "rae_weight", "gan_weight", "gan_alpha",
+                "label_smoothing", "d_steps", "n_generated", "latent_dim", "gan_width",
+                "latent_eps", "gan_lr")
+        return Puat(num_classes=num_classes, image_shape=image_shape, feature_dim=feature_dim,
+                    **{k: method_params[k] for k in keys})
     raise ValueError(f"unknown objective '{objective}'")
 
 
