@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, "dataset", "model", "method", "seed", "threads")
     p.add_argument("--split", type=Path, required=True)
     p.add_argument("--pseudo", type=Path, default=None, help="pseudo-labels (methods with data: pseudo)")
+    p.add_argument("--labeler-checkpoint", type=Path, default=None,
+                   help="labels unlabelled generated images (methods with generated_labeler)")
     p.add_argument("--out-dir", type=Path, required=True)
 
     p = steps.add_parser("pseudo-label", help="label the unlabelled part with a trained labeler")
@@ -97,6 +99,7 @@ def run(args: argparse.Namespace) -> None:
         summary = pipeline.run_train(params, dataset=args.dataset, model=args.model,
                                      method=args.method, seed=args.seed, split_path=args.split,
                                      pseudo_path=args.pseudo, out_dir=args.out_dir,
+                                     labeler_checkpoint=args.labeler_checkpoint,
                                      device=_device(args))
         print(f"trained {args.method} seed {args.seed}: best epoch {summary['best_epoch']}")
     elif args.step == "pseudo-label":

@@ -131,6 +131,12 @@ def _check_references(params: dict[str, Any]) -> None:
                               "a labeler must train on labelled (or unlabelled) data alone")
         if method["data"] != "pseudo" and labeler is not None:
             raise ConfigError(f"methods.{name}: labeler is only used with data: pseudo")
+        generated_labeler = method.get("generated_labeler")
+        if generated_labeler is not None and (
+                generated_labeler not in methods
+                or method_for(params, generated_labeler)["data"] == "pseudo"):
+            raise ConfigError(f"methods.{name}.generated_labeler: '{generated_labeler}' must be a "
+                              "method trained without pseudo-labels (e.g. mt)")
     for dataset in params["evaluation"].get("per_dataset", {}) or {}:
         if dataset not in params["datasets"]:
             raise ConfigError(f"evaluation.per_dataset: unknown dataset '{dataset}'")

@@ -93,30 +93,58 @@ def training_data(source: ImageDataset, split: Split, data_kind: str,
                         n_train=len(split.labelled) + len(split.unlabelled))
 
 
-def load_generated(path: Path, source: ImageDataset) -> tuple[torch.Tensor, torch.Tensor]:
-    """DMAT's generated data: an npz with `images` (uint8 N x H x W x C) and `labels`."""
+def load_generated(path: Path, source: ImageDataset) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """DMAT's generated data: an npz with `images` (uint8 N x H x W x C) and, optionally, `labels`
+    (without them the images are pseudo-labelled by `generated_labeler`)."""
     if not path.is_file():
         raise FileNotFoundError(f"generated-data file not found: {path} (methods.<name>.generated)")
     with np.load(path, allow_pickle=False) as data:
-        if "images" not in data or "labels" not in data:
-            raise ValueError(f"{path} must hold `images` (uint8 N x H x W x C) and `labels`; "
-                             f"it holds {', '.join(data.files)}")
-        images, labels = data["images"], data["labels"]
+        if "images" not in data:
+            raise ValueError(f"{path} must hold `images` (uint8 N x H x W x C) and may hold "
+                             f"`labels`; it holds {', '.join(data.files)}")
+        images = data["images"]
+        labels = data["labels"] if "labels" in data else None
     expected = (source.image_shape[1], source.image_shape[2], source.image_shape[0])
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != expected:
         raise ValueError(f"{path}: images must be uint8 N x {' x '.join(map(str, expected))}, got "
                          f"{images.dtype} {' x '.join(map(str, images.shape))}")
-    if len(labels) != len(images) or labels.min() < 0 or labels.max() >= source.num_classes:
+    if labels is not None and (len(labels) != len(images) or labels.min() < 0
+                               or labels.max() >= source.num_classes):
         raise ValueError(f"{path}: need one label in 0..{source.num_classes - 1} per image")
     x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
     if source.images.dtype != torch.uint8:  # a float dataset (digits): compare in [0,1]
         x = x.float() / 255.0
-    return x, torch.from_numpy(labels.astype(np.int64))
+    return x, None if labels is None else torch.from_numpy(labels.astype(np.int64))
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """argmax labels of an eval-mode model on un-augmented images, in batches of 512."""
+    return torch.cat([model(to_unit(images[i:i + 512].to(device)))[1].argmax(1).cpu()
+                      for i in range(0, len(images), 512)])
+
+
+def with_generated(data: TrainingData, run: RunConfig, source: ImageDataset,
+                   labeler_checkpoint: Path | None, device: torch.device) -> TrainingData:
+    """DMAT: generated images fill `generated_fraction` of every batch (drawn with replacement),
+    labelled by the npz or by the labeler's checkpoint."""
+    knobs = run.method_params
+    x_g, y_g = load_generated(Path(knobs["generated"]), source)
+    if y_g is None:
+        if labeler_checkpoint is None:
+            raise ValueError(f"{knobs['generated']} has no labels: set methods.{run.method}."
+                             "generated_labeler (e.g. mt) or add `labels` to the file")
+        y_g = predict(load_model(labeler_checkpoint, device)[0], x_g, device)
+    batch = run.training["batch_size"]
+    n_generated = int(knobs["generated_fraction"] * batch)
+    return replace(data, unlabelled_x=torch.cat([data.unlabelled_x, x_g.to(data.unlabelled_x.dtype)]),
+                   unlabelled_y=torch.cat([data.unlabelled_y, y_g]),
+                   labelled_per_batch=batch - n_generated if knobs["data"] == "labelled" else None)
 
 
 def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
               split_path: Path, pseudo_path: Path | None, out_dir: Path,
-              device: torch.device) -> dict[str, Any]:
+              device: torch.device, labeler_checkpoint: Path | None = None) -> dict[str, Any]:
     """Train one (dataset, model, method, seed)."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
     split = _checked_split(split_path, dataset, seed)
@@ -127,14 +155,8 @@ def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, 
     pseudo = load_pseudo_labels(pseudo_path, split) if kind == "pseudo" else None
     source = load_dataset(dataset, params["datasets"][dataset])
     data = training_data(source, split, kind, pseudo)
-    generated = run.method_params.get("generated")
-    if generated:  # DMAT: generated images fill a fixed share of every batch, with replacement
-        x_g, y_g = load_generated(Path(generated), source)
-        batch = run.training["batch_size"]
-        n_generated = int(run.method_params["generated_fraction"] * batch)
-        data = replace(data, unlabelled_x=torch.cat([data.unlabelled_x, x_g.to(data.unlabelled_x.dtype)]),
-                       unlabelled_y=torch.cat([data.unlabelled_y, y_g]),
-                       labelled_per_batch=batch - n_generated if kind == "labelled" else None)
+    if run.method_params.get("generated"):
+        data = with_generated(data, run, source, labeler_checkpoint, device)
     return train(run, data, out_dir, device=device, meta={"versions": versions()})
 
 
@@ -157,10 +179,7 @@ def run_pseudo_label(params: dict[str, Any], *, dataset: str, seed: int, split_p
     split = _checked_split(split_path, dataset, seed)
     source = load_dataset(dataset, params["datasets"][dataset])
     model, meta = load_model(checkpoint, device)
-    images = source.images[torch.as_tensor(split.unlabelled)]
-    with torch.no_grad():
-        predicted = torch.cat([model(to_unit(images[i:i + 512].to(device)))[1].argmax(1).cpu()
-                               for i in range(0, len(images), 512)])
+    predicted = predict(model, source.images[torch.as_tensor(split.unlabelled)], device)
     truth = source.labels[torch.as_tensor(split.unlabelled)]  # for the metric only
     per_class = {str(c): round(100.0 * float((predicted[truth == c] == c).float().mean()), 4)
                  for c in range(source.num_classes) if bool((truth == c).any())}

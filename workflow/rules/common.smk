@@ -153,6 +153,9 @@ def get_pseudo_input(wildcards):
     inputs = {}
     if method.get("generated"):
         inputs["generated"] = method["generated"]
+        if method.get("generated_labeler"):
+            path = "results/models/{w.dataset}/{w.model}/{labeler}/seed{w.seed}/best.pt"
+            inputs["labeler_checkpoint"] = path.format(w=wildcards, labeler=method["generated_labeler"])
     if method["data"] == "pseudo":
         path = "results/pseudo/{w.dataset}/{w.model}/{labeler}/seed{w.seed}.npz"
         inputs["pseudo"] = path.format(w=wildcards, labeler=method["labeler"])
@@ -160,7 +163,10 @@ def get_pseudo_input(wildcards):
 
 
 def get_pseudo_flag(wildcards, input):
-    return f" --pseudo {input.pseudo}" if "pseudo" in input.keys() else ""
+    flags = f" --pseudo {input.pseudo}" if "pseudo" in input.keys() else ""
+    if "labeler_checkpoint" in input.keys():
+        flags += f" --labeler-checkpoint {input.labeler_checkpoint}"
+    return flags
 
 
 def get_out_dir(wildcards, output):

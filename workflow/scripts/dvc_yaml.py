@@ -66,8 +66,11 @@ def used_methods(params: dict[str, Any], experiment: dict[str, Any]) -> list[str
         if name in used:
             continue
         used.add(name)
-        for other in (params["methods"][name].get("base"), method_for(params, name).get("labeler")):
-            if other is not None:
+        knobs = method_for(params, name)
+        # generated_labeler counts only when there are generated images to label
+        labelers = (knobs.get("labeler"), knobs.get("generated") and knobs.get("generated_labeler"))
+        for other in (params["methods"][name].get("base"), *labelers):
+            if other:
                 pending.append(other)
     return sorted(used)
 

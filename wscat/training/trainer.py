@@ -129,9 +129,9 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     method = build_method(run.method_params, feature_dim=model.feature_dim,
                           num_classes=data.num_classes,
                           image_shape=tuple(data.labelled_x.shape[1:])).to(device)
-    optimizer = torch.optim.SGD(list(model.parameters()) + list(method.trainable_parameters()), lr=cfg["lr"],
-                                momentum=cfg["momentum"], nesterov=cfg["nesterov"],
-                                weight_decay=cfg["weight_decay"])
+    parameters = list(model.parameters()) + list(method.trainable_parameters())
+    optimizer = torch.optim.SGD(parameters, lr=cfg["lr"], momentum=cfg["momentum"],
+                                nesterov=cfg["nesterov"], weight_decay=cfg["weight_decay"])
     scheduler = make_scheduler(optimizer, cfg["epochs"], cfg["warmup_fraction"])
     ema = make_ema(model)
     fingerprint = _fingerprint(run, data)
