@@ -223,7 +223,9 @@ def run_evaluate(params: dict[str, Any], *, dataset: str, model: str, method: st
     result = {"dataset": dataset, "model": model, "method": method, "seed": seed,
               "accuracy": {k: round(v, 4) for k, v in accuracies.items()},
               "manifest": {**manifest, "eps": threat["eps"], "seed": seed,
-                           "n_examples": len(x), "test_set": "fixed stratified test split",
+                           "n_examples": len(x),
+                           "test_set": ("fixed stratified test split" if source.train_size is None
+                                        else "official test set"),
                            "checkpoint": {"path": str(checkpoint), "epoch": meta["epoch"],
                                           "ema": True, "which": evaluation["checkpoint"]},
                            "model_mode": "eval", "precision": evaluation["precision"],
