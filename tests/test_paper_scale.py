@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.archives import write_cifar10
-from tests.test_workflow import BIN, copy_workflow, env, job_counts, real_params, run  # noqa: F401
+from tests.test_workflow import BIN, copy_workflow, job_counts, real_params, run
 from wscat.config import method_for
 
 TABLE = "results/tables/cifar10.tex"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,14 +22,6 @@ README_LINE = ["snakemake", "--cores", "1", "--resources", "gpu=1", "--", "resul
 
 def real_params() -> dict:
     return yaml.safe_load((ROOT / "params.yaml").read_text())
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Subprocess environment: the venv first on PATH, a writable cache for Snakemake."""
-    cache = tmp_path_factory.mktemp("xdg-cache")
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            "XDG_CACHE_HOME": str(cache), "DVC_NO_ANALYTICS": "1"}
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
