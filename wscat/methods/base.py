@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -51,3 +52,9 @@ class Method(nn.Module, abc.ABC):
     def ema_decay(self, progress: float) -> float | None:
         """EMA decay a method imposes (Mean Teacher's teacher); None: the trainer's default."""
         return None
+
+
+def sigmoid_rampup(t: float) -> float:
+    """exp(-5 (1 - t)^2) for t clipped to [0, 1] (Laine & Aila 2017): Mean Teacher's and PUAT's ramp."""
+    t = min(max(t, 0.0), 1.0)
+    return math.exp(-5.0 * (1.0 - t) ** 2)

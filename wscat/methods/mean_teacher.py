@@ -7,13 +7,11 @@ teacher_decay_late (the notes). Unlabelled samples carry label -1 and never reac
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from wscat.losses import consistency_mse, cross_entropy
-from wscat.methods.base import Batch, Method, StepContext
+from wscat.methods.base import Batch, Method, StepContext, sigmoid_rampup
 
 
 class MeanTeacher(Method):
@@ -29,8 +27,7 @@ class MeanTeacher(Method):
     def weight(self, progress: float) -> float:
         if self.rampup_epochs == 0:
             return self.consistency
-        t = min(progress / self.rampup_epochs, 1.0)
-        return self.consistency * math.exp(-5.0 * (1.0 - t) ** 2)
+        return self.consistency * sigmoid_rampup(progress / self.rampup_epochs)
 
     def ema_decay(self, progress: float) -> float:
         return self.teacher_decay if progress < self.rampup_epochs else self.teacher_decay_late

@@ -48,7 +48,6 @@ ignores y), 10 + 10 epochs for the two stages, G/D width 16, latent 32, 64 gener
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,16 +57,10 @@ from torch import nn
 
 from wscat.attacks import frozen_batchnorm_stats, pgd
 from wscat.losses import consistency_mse, cross_entropy
-from wscat.methods.base import Batch, Method, StepContext
+from wscat.methods.base import Batch, Method, StepContext, sigmoid_rampup
 from wscat.models.gan import Attacker, Discriminator, Generator
 
 ADAM_BETAS = (0.0, 0.99)  # the released code's Adam betas for G, D and A
-
-
-def sigmoid_rampup(t: float) -> float:
-    """exp(-5 (1 - t)^2) for t in [0, 1] (Laine & Aila; Mean Teacher's and PUAT's ramp)."""
-    t = min(max(t, 0.0), 1.0)
-    return math.exp(-5.0 * (1.0 - t) ** 2)
 
 
 def project(x_uae: torch.Tensor, x_g: torch.Tensor, eps: float) -> torch.Tensor:

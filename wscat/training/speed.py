@@ -15,6 +15,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from wscat.data import as_unit_float
+
 Precision = Literal["fp32", "bf16"]
 
 
@@ -62,7 +64,6 @@ def prepare_model(model: nn.Module, *, channels_last: bool, compile: bool) -> nn
 
 
 def to_unit(x: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
-    """Images as float32 in [0,1]: uint8 datasets (CIFAR, ImageNet32) are stored as 0..255."""
-    if x.dtype == torch.uint8:
-        x = x.float().div_(255.0)
-    return x.contiguous(memory_format=memory_format(channels_last))
+    """Images as float32 in [0,1] (uint8 datasets, CIFAR and ImageNet32, are stored as 0..255), in
+    the training memory format."""
+    return as_unit_float(x).contiguous(memory_format=memory_format(channels_last))
