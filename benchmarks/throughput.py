@@ -219,7 +219,8 @@ def main() -> None:
                   f"{row['update_images_per_s']:.1f}) fwd/step {row['forwards_per_step']}",
                   flush=True)
     title = f"{machine(args.device, args.threads)}; PGD-{args.attack_steps}, {args.precision}" + (
-        ", channels_last" if args.channels_last else "") + (", compiled" if args.compile else "")
+        ", channels_last" if args.channels_last else "") + (", compiled" if args.compile else "") + (
+        ", deterministic" if args.deterministic else "")
     tag = args.tag or ("gpu" if args.device.startswith("cuda") else "cpu")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
