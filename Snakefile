@@ -20,12 +20,17 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/pseudo.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/paper.smk"
 
 
 localrules:
     all,
     split,
     table,
+    paper_table,
+    paper_compare,
+    paper_index,
+    curves,
 
 
 rule all:

@@ -1,4 +1,6 @@
-"""`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table. Bad input: one line, exit 2."""
+"""`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, and the paper's tables and
+figures (paper-table, paper-compare, paper-figure, paper-index, curves, validate). Bad input:
+one line, exit 2."""
 from __future__ import annotations
 
 import argparse
@@ -59,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", type=Path, required=True)
     p.add_argument("--summary", type=Path, required=True)
     p.add_argument("metrics", type=Path, nargs="+", help="per-(method, seed) metrics JSON files")
+
+    from wscat.report import commands
+
+    commands.add_parsers(steps, _common)
     return parser
 
 
@@ -84,8 +90,14 @@ def _check_names(params: dict, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    params = load_params(args.params)
-    _check_names(params, args)
+    from wscat.report import commands
+
+    params = load_params(args.params) if hasattr(args, "params") else None
+    if params is not None:
+        _check_names(params, args)
+    if args.step in commands.STEPS:
+        commands.run(args, params, _device)
+        return
     from wscat import pipeline
 
     if args.step == "fetch":

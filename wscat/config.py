@@ -5,6 +5,7 @@ JSON schema cannot express (cross-references between sections).
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ def _where(error: jsonschema.ValidationError) -> str:
 
 
 def validate_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Check `params` against the schema and the cross-references; raise ConfigError on the first problem."""
+    """Check `params` against the schema and the cross-references; raise ConfigError on the first
+    problem. Returns the params with the runs of the `paper` section made explicit
+    (`expand_paper`)."""
     validator = jsonschema.Draft202012Validator(load_schema())
     errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), e.path))
     if errors:
@@ -41,8 +44,98 @@ def validate_params(params: dict[str, Any]) -> dict[str, Any]:
         else:
             message = f"bad value in params.yaml at {_where(error)}: {error.message}"
         raise ConfigError(message + " (see workflow/schemas/params.schema.yaml)")
+    _check_paper(params)
+    params = expand_paper(params)
     _check_references(params)
     return params
+
+
+# --- the paper section: the runs its figures and tables need ---------------------------------
+
+def beta_method(method: str, beta: float) -> str:
+    """The method key of one point of the beta sweep (Fig-beta): e.g. wscat-beta0.2."""
+    return f"{method}-beta{beta:g}"
+
+
+def unlabelled_dataset(dataset: str, fraction: float) -> str:
+    """The dataset key of one point of the unlabelled-data sweep (Fig-unlabel): e.g. digits-unlabelled25."""
+    return f"{dataset}-unlabelled{round(100 * fraction)}"
+
+
+def full_dataset(dataset: str) -> str:
+    """The dataset key of the fully supervised setting (tab-sup): every training label used."""
+    return f"{dataset}-full"
+
+
+def _add_dataset(params: dict[str, Any], name: str, base: str, **overrides: Any) -> None:
+    """A dataset variant: the base's entry with `overrides`, its schedule and every per-dataset
+    override of the base (methods, evaluation) unless params.yaml names the variant itself."""
+    if name in params["datasets"]:
+        return
+    params["datasets"][name] = {**params["datasets"][base],
+                                "source": params["datasets"][base].get("source", base), **overrides}
+    params["training"].setdefault(name, copy.deepcopy(params["training"][base]))
+    for entry in params["methods"].values():
+        per_dataset = entry.get("per_dataset") or {}
+        if base in per_dataset:
+            per_dataset.setdefault(name, copy.deepcopy(per_dataset[base]))
+    per_dataset = params["evaluation"].get("per_dataset") or {}
+    if base in per_dataset:
+        per_dataset.setdefault(name, copy.deepcopy(per_dataset[base]))
+
+
+def expand_paper(params: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `params` with the runs of `paper.<tier>` spelled out as ordinary entries:
+    - beta: methods `{method}-beta{value}` (the method with beta = value on every dataset);
+    - unlabelled: datasets `{dataset}-unlabelled{percent}` (that share of the unlabelled pool);
+    - supervised: datasets `{dataset}-full` (labelled: null, every training label used).
+    Every tool (Snakemake, `wscat`) reads the same expanded params."""
+    params = copy.deepcopy(params)
+    for tier in (params.get("paper") or {}).values():
+        beta = tier.get("beta")
+        if beta:
+            for value in beta["values"]:
+                params["methods"].setdefault(beta_method(beta["method"], value),
+                                             {"base": beta["method"], "beta": value})
+        unlabelled = tier.get("unlabelled")
+        if unlabelled:
+            for entry in tier["datasets"]:
+                for fraction in unlabelled["fractions"]:
+                    if fraction < 1:
+                        _add_dataset(params, unlabelled_dataset(entry["dataset"], fraction),
+                                     entry["dataset"], unlabelled_fraction=fraction)
+        for run in (tier.get("supervised") or {}).get("runs", []):
+            _add_dataset(params, full_dataset(run["dataset"]), run["dataset"], labelled=None)
+    return params
+
+
+def _check_paper(params: dict[str, Any]) -> None:
+    """The paper section names experiments, datasets, models and methods that exist."""
+    for tier_name, tier in (params.get("paper") or {}).items():
+        where = f"paper.{tier_name}"
+        for entry in tier["datasets"]:
+            if entry["dataset"] not in params["datasets"]:
+                raise ConfigError(f"{where}.datasets: unknown dataset '{entry['dataset']}'")
+            for part in ("performance", "ablation"):
+                experiment = entry[part]["experiment"]
+                if experiment not in params["experiments"]:
+                    raise ConfigError(f"{where}.datasets.{entry['dataset']}.{part}: unknown "
+                                      f"experiment '{experiment}'")
+                if params["experiments"][experiment]["dataset"] != entry["dataset"]:
+                    raise ConfigError(f"{where}: experiment '{experiment}' is on dataset "
+                                      f"'{params['experiments'][experiment]['dataset']}', "
+                                      f"not '{entry['dataset']}'")
+        names = [m for key in ("similarity", "feature", "time") for m in tier[key]["methods"]]
+        names += tier["supervised"]["methods"] + [tier["beta"]["method"], tier["unlabelled"]["method"]]
+        for method in names:
+            if method not in params["methods"]:
+                raise ConfigError(f"{where}: unknown method '{method}'")
+        for run in tier["supervised"]["runs"]:
+            if run["dataset"] not in params["datasets"]:
+                raise ConfigError(f"{where}.supervised: unknown dataset '{run['dataset']}'")
+            for model in run["models"]:
+                if model not in params["models"]:
+                    raise ConfigError(f"{where}.supervised: unknown model '{model}'")
 
 
 def resolve_method(params: dict[str, Any], method: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -59,7 +152,9 @@ def resolve_method(params: dict[str, Any], method: str, _seen: tuple[str, ...] =
         raise ConfigError(f"methods.{method}.base: unknown method '{base}'; known methods: "
                           f"{', '.join(sorted(params['methods']))}")
     inherited = resolve_method(params, base, _seen + (method,))
-    per_dataset = {**inherited.get("per_dataset", {})}
+    own = set(entry) - {"per_dataset"}  # a variant's own knobs win on every dataset
+    per_dataset = {dataset: {k: v for k, v in knobs.items() if k not in own}
+                   for dataset, knobs in inherited.get("per_dataset", {}).items()}
     for dataset, knobs in (entry.get("per_dataset") or {}).items():
         per_dataset[dataset] = {**per_dataset.get(dataset, {}), **knobs}
     merged = {**inherited, **entry}

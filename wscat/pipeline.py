@@ -41,6 +41,21 @@ def versions() -> dict[str, str]:
     return found
 
 
+def machine(device: torch.device) -> str:
+    """The hardware a run used, for Tab-ap-time's caption: GPU name, or CPU model and threads."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    name = platform.processor() or "CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name} ({torch.get_num_threads()} threads)"
+
+
 def run_split(params: dict[str, Any], dataset: str, seed: int, out: Path) -> Split:
     """Write results/splits/{dataset}/seed{seed}.npz."""
     cfg = params["datasets"][dataset]
@@ -48,7 +63,8 @@ def run_split(params: dict[str, Any], dataset: str, seed: int, out: Path) -> Spl
     split = make_split(dataset, source.labels.numpy(), num_classes=source.num_classes, seed=seed,
                        test_fraction=cfg["test_fraction"], labelled=cfg["labelled"],
                        val_fraction=cfg["val_fraction"], val_max=cfg["val_max"],
-                       train_size=source.train_size)
+                       train_size=source.train_size,
+                       unlabelled_fraction=cfg.get("unlabelled_fraction", 1.0))
     save_split(split, out)
     return split
 
@@ -157,7 +173,8 @@ def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, 
     data = training_data(source, split, kind, pseudo)
     if run.method_params.get("generated"):
         data = with_generated(data, run, source, labeler_checkpoint, device)
-    return train(run, data, out_dir, device=device, meta={"versions": versions()})
+    return train(run, data, out_dir, device=device,
+                 meta={"versions": versions(), "machine": machine(device)})
 
 
 def load_model(checkpoint: Path, device: torch.device) -> tuple[torch.nn.Module, dict[str, Any]]:

@@ -20,14 +20,14 @@ wildcard_constraints:
     experiment=r"[a-z][a-z0-9_-]*",
     dataset=r"[a-z][a-z0-9_-]*",
     model=r"[a-z][a-z0-9_-]*",
-    method=r"[a-z][a-z0-9-]*",
+    method=r"[a-z][a-z0-9.-]*",
     labeler=r"[a-z][a-z0-9-]*",
     seed=r"\d+",
 
 
 # The keys of a dataset section that decide its split; the threat model and augmentation
 # (eps, step sizes, augment) do not, so changing them must not re-split and re-run everything.
-SPLIT_KEYS = ("test_fraction", "labelled", "val_fraction", "val_max")
+SPLIT_KEYS = ("test_fraction", "labelled", "val_fraction", "val_max", "unlabelled_fraction")
 
 
 def stop(message):
@@ -48,11 +48,12 @@ def validate_config():
     except WorkflowError as error:
         schema_error = error
     try:
-        validate_params(config)
+        expanded = validate_params(config)
     except ConfigError as error:
         stop(str(error))
     if schema_error is not None:
         stop(str(schema_error).splitlines()[0])
+    config.update(expanded)  # the paper section's runs spelled out, as `wscat` reads them
 
 
 def get_params_path():
@@ -63,7 +64,7 @@ def get_params_path():
     """
     path = (workflow.overwrite_configfiles or workflow.configfiles)[-1]
     with open(path) as handle:
-        if yaml.safe_load(handle) != config:
+        if validate_params(yaml.safe_load(handle)) != config:
             stop(f"the effective config differs from {path}; wscat subcommands read one params "
                  "file, so pass a whole params file with --configfile instead of --config overrides")
     return str(path)
@@ -136,7 +137,7 @@ def get_split(wildcards):
 
 def get_split_params(wildcards):
     dataset = config["datasets"][wildcards.dataset]
-    split = {key: dataset[key] for key in SPLIT_KEYS}
+    split = {key: dataset[key] for key in SPLIT_KEYS if key in dataset}
     return to_json({**split, "source": dataset.get("source", wildcards.dataset)})
 
 

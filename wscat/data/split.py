@@ -34,12 +34,15 @@ def _per_class(labels: np.ndarray, pool: np.ndarray, per_class: int, rng: np.ran
 
 
 def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
-               test_fraction: float | None, labelled: int, val_fraction: float, val_max: int,
-               train_size: int | None = None) -> Split:
+               test_fraction: float | None, labelled: int | None, val_fraction: float,
+               val_max: int, train_size: int | None = None,
+               unlabelled_fraction: float = 1.0) -> Split:
     """Split as the paper's Table 1: labelled and validation class-balanced per seed.
 
     With `train_size` the test set is the official one (indices >= train_size) and the training
     pool the rest; without it a stratified `test_fraction` is held out, fixed (seed 0).
+    `labelled=None` labels the whole pool (the fully supervised setting of the supplementary
+    tab-sup); `unlabelled_fraction` keeps a random part of the unlabelled pool (Fig-unlabel).
     """
     labels = np.asarray(labels)
     everything = np.arange(len(labels))
@@ -53,6 +56,9 @@ def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
     else:
         test = _per_class_fraction(labels, everything, test_fraction, num_classes)
         pool = np.setdiff1d(everything, test)
+    if labelled is None:
+        return _fully_labelled(dataset, labels, pool, test, seed=seed, val_fraction=val_fraction,
+                               val_max=val_max, num_classes=num_classes)
     if labelled > len(pool):
         raise ValueError(f"labelled = {labelled} but only {len(pool)} training samples exist; lower "
                          "datasets.<name>.labelled in params.yaml")
@@ -63,10 +69,25 @@ def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
     labelled_idx = _per_class(labels, pool, labelled // num_classes, rng, num_classes)
     n_val = min(int(val_fraction * labelled), val_max) // num_classes
     validation = _per_class(labels, labelled_idx, n_val, rng, num_classes)
+    unlabelled = np.setdiff1d(pool, labelled_idx)
+    if not 0 < unlabelled_fraction <= 1:
+        raise ValueError(f"unlabelled_fraction = {unlabelled_fraction} must be in (0, 1]")
+    if unlabelled_fraction < 1:
+        keep = round(unlabelled_fraction * len(unlabelled))
+        unlabelled = np.sort(rng.permutation(unlabelled)[:keep])
     return Split(dataset=dataset, seed=seed,
                  labelled=np.setdiff1d(labelled_idx, validation),
-                 unlabelled=np.setdiff1d(pool, labelled_idx),
-                 validation=validation, test=test)
+                 unlabelled=unlabelled, validation=validation, test=test)
+
+
+def _fully_labelled(dataset: str, labels: np.ndarray, pool: np.ndarray, test: np.ndarray, *,
+                    seed: int, val_fraction: float, val_max: int, num_classes: int) -> Split:
+    """Every training sample labelled; the validation set class-balanced out of them."""
+    rng = np.random.default_rng(seed)
+    n_val = min(int(val_fraction * len(pool)), val_max) // num_classes
+    validation = _per_class(labels, pool, n_val, rng, num_classes)
+    return Split(dataset=dataset, seed=seed, labelled=np.setdiff1d(pool, validation),
+                 unlabelled=np.empty(0, dtype=np.int64), validation=validation, test=test)
 
 
 def _per_class_fraction(labels: np.ndarray, pool: np.ndarray, fraction: float,

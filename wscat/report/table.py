@@ -14,6 +14,10 @@ import pandas as pd
 from wscat.io import write_json, write_text
 
 METRICS = ["Natural", "FGSM", "PGD", "CW", "AA", "Mean"]
+# Shown below Mean when every metrics file has them (issue: evaluation a reviewer can trust):
+# the paper's AutoAttack variant and NRF. Mean stays the harmonic mean of the five above.
+EXTRA_METRICS = ["AA-paper", "NRF"]
+ROW_NAMES = {"AA": "AA (standard)", "AA-paper": "AA (paper's variant)"}
 TEMPLATES = Path(__file__).with_name("templates")
 _REQUIRED = ("dataset", "model", "method", "seed", "accuracy")
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
@@ -69,8 +73,10 @@ def collect(metrics_files: list[Path]) -> pd.DataFrame:
     records: list[dict] = []
     seen: dict[tuple[str, int], Path] = {}
     setting: tuple[str, str] | None = None
-    for path in map(Path, metrics_files):
-        data = _read_metrics(path)
+    datas = [(path, _read_metrics(path)) for path in map(Path, metrics_files)]
+    extras = [m for m in EXTRA_METRICS if all(m in d["accuracy"] for _, d in datas)]
+    notes: list[str] = []
+    for path, data in datas:
         key = (data["method"], data["seed"])
         if key in seen:
             raise ValueError(f"{path}: method {key[0]!r} seed {key[1]} already read from {seen[key]}")
@@ -81,10 +87,35 @@ def collect(metrics_files: list[Path]) -> pd.DataFrame:
             raise ValueError(f"{path}: dataset/model {data['dataset']}/{data['model']} differs from "
                              f"{setting[0]}/{setting[1]} of the other metrics files")
         records += [{"method": key[0], "seed": key[1], "metric": metric,
-                     "value": float(data["accuracy"][metric])} for metric in METRICS]
+                     "value": float(data["accuracy"][metric])} for metric in METRICS + extras]
+        for name, check in sorted((data.get("checks") or {}).items()):
+            if not check.get("passed", True):
+                notes.append(f"Gradient-masking check failed: {data['method']} seed {key[1]}, "
+                             f"{name.replace('_', ' ')} ({check.get('detail', '')}).")
     frame = pd.DataFrame.from_records(records, columns=["method", "seed", "metric", "value"])
-    frame.attrs.update(dataset=setting[0], model=setting[1])
+    frame.attrs.update(dataset=setting[0], model=setting[1], metrics=METRICS + extras,
+                       notes=notes + _attack_notes([d for _, d in datas], extras))
     return frame
+
+
+def _attack_notes(datas: list[dict], extras: list[str]) -> list[str]:
+    """Which AutoAttack each AA row is, and on how many images (from the manifests)."""
+    attacks = (datas[0].get("manifest") or {}).get("attacks") or {}
+    notes = []
+    if "AA" in attacks:
+        n = attacks["AA"].get("n_examples")
+        notes.append("AA (standard): the official standard AutoAttack (pyautoattack "
+                     f"{attacks['AA'].get('library_version', '')}: APGD-CE, APGD-T, FAB-T, Square)"
+                     + (f" on {attacks['AA'].get('subset', f'{n} test images')}" if n else "")
+                     + "; Mean is the harmonic mean of Natural, FGSM, PGD, CW and AA (standard).")
+    if "AA-paper" in extras:
+        notes.append("AA (paper's variant): the configuration of the paper's released evaluation "
+                     "(10 iterations of APGD, APGD-T and FAB, n_classes - 1 targets, Square); the "
+                     "paper's AA numbers come from it.")
+    if "NRF" in extras:
+        notes.append("NRF: PGD on the CW margin with the gradient of the non-robust channels of a "
+                     "middle feature map (information-bottleneck search, Kim et al. 2021).")
+    return notes
 
 
 def summarise(frame: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
@@ -103,7 +134,7 @@ def summarise(frame: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
         raise ValueError(f"methods were run with different seeds ({detail})")
     rows = []
     for method in methods:
-        for metric in METRICS:
+        for metric in frame.attrs.get("metrics", METRICS):
             values = frame.loc[(frame["method"] == method) & (frame["metric"] == metric), "value"].to_numpy()
             if values.size != len(seeds[method]):
                 raise ValueError(f"method {method}: {values.size} {metric} values for {len(seeds[method])} seeds")
@@ -131,12 +162,13 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
     if unnamed:
         raise ValueError(f"no display name for method(s) {', '.join(unnamed)}")
     cells = summary.set_index(["method", "metric"])
-    absent = [(m, k) for m in methods for k in METRICS if (m, k) not in cells.index]
+    metrics = METRICS + [m for m in EXTRA_METRICS if m in set(summary["metric"])]
+    absent = [(m, k) for m in methods for k in metrics if (m, k) not in cells.index]
     if absent:
         raise ValueError(f"summary lacks (method, metric) {absent[0]}")
     adversarial = set(adversarial)
     rows = []
-    for metric in METRICS:
+    for metric in metrics:
         shown = {m: (round(cells.at[(m, metric), "mean"], 2), round(cells.at[(m, metric), "std"], 2))
                  for m in methods}
         best = max((shown[m][0] for m in methods if m in adversarial), default=None)
@@ -145,7 +177,9 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
             mean, std = shown[method]
             bold = r"\bm" if method in adversarial and mean == best else ""
             row.append(f"${bold}{{{mean:.2f}}}_{{\\pm{std:.2f}}}$")
-        rows.append({"metric": metric, "cells": row})
+        rows.append({"metric": latex_escape(ROW_NAMES.get(metric, metric)) if len(metrics) > 6
+                     else metric, "rule": metric in ("Mean", EXTRA_METRICS[0]) or (
+                         metric == "NRF" and "AA-paper" not in metrics), "cells": row})
     template = _environment().get_template("table2.tex.j2")
     return template.render(caption=latex_escape(caption), label=label, rows=rows,
                            header=[latex_escape(display_names[m]) for m in methods],
@@ -169,11 +203,13 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     caption = (f"Performance on {dataset} ({model}): mean and standard deviation over seeds "
                f"{', '.join(map(str, seeds))}. The best results of AT methods are bold.")
     tex = render_tex(summary, methods=methods, display_names=display_names, adversarial=adversarial,
-                     caption=caption, label=f"Tab-RQ1-{experiment}", notes=notes)
+                     caption=caption, label=f"Tab-RQ1-{experiment}",
+                     notes=[*notes, *frame.attrs["notes"]])
     long = summary.assign(table=experiment, dataset=dataset, model=model,
                           method=summary["method"].map(display_names),
                           mean=summary["mean"].round(2), std=summary["std"].round(2))
-    long = long.sort_values("metric", key=lambda metric: metric.map(METRICS.index), kind="stable")
+    order = frame.attrs["metrics"]
+    long = long.sort_values("metric", key=lambda metric: metric.map(order.index), kind="stable")
     csv = long[["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]].to_csv(
         index=False, float_format="%.2f", lineterminator="\n")
     means: dict[str, dict[str, float]] = {method: {} for method in methods}

@@ -217,6 +217,7 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
             if score >= best["score"]:  # ties go to the later, better-settled epoch
                 best = {"score": score, "epoch": epoch + 1}
                 save_checkpoint(resume_dir / "best.pt", {"ema": ema.state_dict(), "epoch": epoch + 1,
+                                                         "method": method.state_dict(),
                                                          "best": best, "meta": meta})
         row["seconds"] = round(time.perf_counter() - started, 3)
         history.append(row)

@@ -1,0 +1,208 @@
+"""The paper's tables and figures (wscat.report.paper*, figures, compare; workflow/rules/paper.smk):
+the params expansion behind them, their targets in the DAG, the comparison with the paper's
+numbers on known metrics, and every table and figure rendered on the embedded default."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from latex import check_table, engine, tabular_rows
+from test_workflow import copy_workflow, job_counts, real_params, run
+from tiny import tiny_params
+from wscat.config import expand_paper, method_for, validate_params
+from wscat.data.split import make_split
+from wscat.report import paper
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+# --- params: the runs the figures need ------------------------------------------------------
+
+def test_the_paper_section_spells_out_sweeps_and_the_fully_supervised_setting() -> None:
+    params = validate_params(real_params())
+    assert params["datasets"]["digits-full"]["labelled"] is None
+    assert params["datasets"]["digits-unlabelled10"]["unlabelled_fraction"] == 0.1
+    assert params["datasets"]["digits-unlabelled10"]["source"] == "digits"
+    # A generated dataset keeps its base's schedule and per-dataset overrides.
+    assert params["training"]["digits-full"] == params["training"]["digits"]
+    assert (method_for(params, "mt", "digits-unlabelled10")["teacher_decay"]
+            == method_for(params, "mt", "digits")["teacher_decay"] == 0.7)
+    # A beta point is WSCAT with that beta on every dataset, the base's other overrides kept.
+    point = method_for(params, "wscat-beta0.2", "imagenet32")
+    assert point["beta"] == 0.2 and point["lam"] == method_for(params, "wscat", "imagenet32")["lam"]
+    assert method_for(params, "wscat-beta0.2", "digits")["beta"] == 0.2
+    # Expanding twice changes nothing (Snakemake compares the file with its config this way).
+    assert expand_paper(params) == params
+
+
+def test_a_paper_tier_naming_an_unknown_experiment_is_one_clear_error() -> None:
+    params = real_params()
+    params["paper"]["digits"]["datasets"][0]["ablation"]["experiment"] = "nope"
+    with pytest.raises(ValueError, match="unknown experiment 'nope'"):
+        validate_params(params)
+
+
+def test_fully_labelled_and_reduced_unlabelled_splits() -> None:
+    labels = np.repeat(np.arange(10), 50)
+    full = make_split("d", labels, num_classes=10, seed=1, test_fraction=0.2, labelled=None,
+                      val_fraction=0.2, val_max=2000)
+    assert len(full.unlabelled) == 0 and len(full.labelled) + len(full.validation) == 400
+    assert np.bincount(labels[full.validation], minlength=10).tolist() == [8] * 10
+    whole = make_split("d", labels, num_classes=10, seed=1, test_fraction=0.2, labelled=100,
+                       val_fraction=0.2, val_max=2000)
+    part = make_split("d", labels, num_classes=10, seed=1, test_fraction=0.2, labelled=100,
+                      val_fraction=0.2, val_max=2000, unlabelled_fraction=0.25)
+    assert len(part.unlabelled) == 75 and set(part.unlabelled) <= set(whole.unlabelled)
+    assert np.array_equal(part.labelled, whole.labelled)  # the labelled side is untouched
+
+
+# --- the DAG: a target for every table and figure -------------------------------------------
+
+@pytest.mark.parametrize("tier", ["digits", "paper"])
+def test_dry_run_lists_every_table_and_figure_of_a_tier(tier: str, tmp_path: Path, env) -> None:
+    params = real_params()
+    expanded = validate_params(params)
+    target = f"results/paper/{tier}/index.md"
+    result = run([str(BIN / "snakemake"), "-n", "--cores", "1", "--", target],
+                 copy_workflow(tmp_path, params), {**env, "WSCAT_SKIP_ARCHIVE_CHECK": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = job_counts(result.stdout)
+    labels = paper.table_labels(expanded, tier)
+    companions = [label for label in labels if paper.has_companion(expanded, tier, label)]
+    assert counts["paper_table"] == len(labels) == 6 + 2 * (len(expanded["paper"][tier]["datasets"]) - 1)
+    assert counts.get("paper_compare", 0) == len(companions)
+    assert counts["paper_figure"] == len(paper.FIGURES)
+    for label in labels:
+        assert f"results/paper/{tier}/{label}.tex" in result.stdout
+    for figure in paper.FIGURES:
+        assert f"results/paper/{tier}/{figure}.png" in result.stdout
+    if tier == "paper":  # every table the paper reports has its companion
+        assert set(companions) == {row["table"] for row in paper.reported()}
+
+
+# --- the companion on known numbers ---------------------------------------------------------
+
+def test_companion_of_table_2_shows_the_differences_to_the_paper(tmp_path: Path) -> None:
+    """Metrics files holding the paper's CIFAR-10 numbers + 1, + 2, + 3 (seeds 1-3) give a
+    table of the paper's numbers + 2 and a companion whose every difference is +2.00."""
+    params = real_params()
+    expanded = validate_params(params)
+    names = {"Standard": "standard", "TRADES": "trades", "RLFAT": "rlfat", "DMAT": "dmat",
+             "WSCAT-sup": "wscat-sup", "MT": "mt", "RST": "rst", "PUAT": "puat", "WSCAT": "wscat"}
+    cells = [r for r in paper.reported() if r["table"] == "Tab-RQ1-CIFAR10"]
+    results = tmp_path / "results"
+    for method in expanded["experiments"]["cifar10"]["methods"]:
+        values = {r["metric"]: float(r["mean"]) for r in cells if names[r["method"]] == method}
+        for seed in (1, 2, 3):
+            run_ = paper.Run("cifar10", "wrn-28-10", method, seed)
+            path = Path(run_.metrics(str(results)))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"dataset": "cifar10", "model": "wrn-28-10", "method": method,
+                                        "seed": seed,
+                                        "accuracy": {k: v + seed for k, v in values.items()}}))
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    table = tmp_path / "Tab-RQ1-CIFAR10"
+    wscat = str(BIN / "wscat")
+    subprocess.run([wscat, "paper-table", "--params", str(params_file), "--tier", "paper",
+                    "--label", "Tab-RQ1-CIFAR10", "--results", str(results),
+                    "--tex", f"{table}.tex", "--csv", f"{table}.csv"], check=True)
+    subprocess.run([wscat, "paper-compare", "--label", "Tab-RQ1-CIFAR10", "--table-csv",
+                    f"{table}.csv", "--tex", f"{table}-vs-paper.tex", "--csv",
+                    f"{table}-vs-paper.csv"], check=True)
+    with open(f"{table}-vs-paper.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len(cells) == 54
+    assert {row["difference"] for row in rows} == {"2.0"}
+    for row in rows:
+        assert float(row["ours"]) == pytest.approx(float(row["paper"]) + 2, abs=0.006)
+        assert float(row["ours_std"]) == pytest.approx(0.82, abs=0.005)  # std of (1, 2, 3)
+    tex = Path(f"{table}-vs-paper.tex").read_text()
+    body = tabular_rows(tex)
+    assert len(body) == 55 and body[0][-1] == r"$\Delta$"
+    assert all(row[-1] == "$+2.00$" for row in body[1:])
+    wscat_pgd = next(r for r in body if r[2] == "WSCAT" and r[3] == "PGD")
+    assert wscat_pgd[5] == "$58.52_{\\pm0.22}$" and wscat_pgd[4].startswith("$60.52")
+    # The table itself: 9 method columns, 6 metric rows, the best AT method bold per row.
+    rq1 = tabular_rows(Path(f"{table}.tex").read_text())
+    assert len(rq1) == 7 and len(rq1[0]) == 10
+    assert "\\label{Tab-RQ1-CIFAR10}" in Path(f"{table}.tex").read_text()
+
+
+def test_a_table_csv_the_paper_does_not_report_is_refused(tmp_path: Path) -> None:
+    from wscat.report.compare import join
+
+    path = tmp_path / "t.csv"
+    path.write_text("table,dataset,model,method,metric,mean,std,n_seeds\n"
+                    "Tab-RQ1-digits,Digits,CNN,WSCAT,PGD,50.00,1.00,3\n")
+    with pytest.raises(ValueError, match="reports none of these cells"):
+        join(path)
+
+
+# --- every table and figure on the embedded default (tiny schedule) --------------------------
+
+def tiny_tier_params() -> dict:
+    params = tiny_params(epochs=2)
+    params["experiments"]["digits-ablation"] = {**params["experiments"]["digits"],
+                                                "methods": ["wscat", "wscat-fixed", "wscat-self",
+                                                            "wscat-std"]}
+    tier = params["paper"]["digits"]
+    params["paper"] = {"digits": tier}
+    tier["supervised"]["runs"] = [{"dataset": "digits", "models": ["cnn"]}]
+    tier["beta"]["values"] = [0.0, 0.05, 0.5]
+    tier["unlabelled"]["fractions"] = [0.3, 1.0]
+    tier["similarity"]["n_examples"] = 64
+    tier["feature"]["n_examples"] = 150
+    return params
+
+
+def test_every_table_and_figure_renders_on_the_embedded_default(tmp_path: Path, env) -> None:
+    params = tiny_tier_params()
+    workdir = copy_workflow(tmp_path / "work", params)
+    result = run([str(BIN / "snakemake"), "--cores", "2", "--", "results/paper/digits/index.md"],
+                 workdir, env, timeout=1500)
+    logs = "\n".join(f"--- {log}\n{log.read_text()[-1500:]}"
+                     for log in workdir.glob("results/logs/paper/**/*.log"))
+    assert result.returncode == 0, result.stderr[-3000:] + logs
+    out = workdir / "results/paper/digits"
+    expanded = validate_params(params)
+    expected_rows = {"Tab-datasets": (2, 5), "Tab-RQ1-digits": (7, 10), "Tab-mode": (5, 2),
+                     "Tab-ap-digits": (7, 5), "tab-sup": (4, 9), "Tab-ap-time": (3, 2)}
+    for label in paper.table_labels(expanded, "digits"):
+        rows = check_table(out / f"{label}.tex", tmp_path)
+        assert (len(rows), len(rows[0])) == expected_rows[label], label
+        with open(out / f"{label}.csv", newline="") as handle:
+            assert list(csv.DictReader(handle)), label
+    datasets = tabular_rows((out / "Tab-datasets.tex").read_text())
+    assert datasets[1] == ["Digits", "300", "1,138", "359", "10"]
+    sup = tabular_rows((out / "tab-sup.tex").read_text())
+    assert [row[1] for row in sup[1:]] == ["Standard", "TRADES", "WSCAT-sup"]
+    for figure in paper.FIGURES:
+        for ext in ("pdf", "png", "csv"):
+            assert (out / f"{figure}.{ext}").stat().st_size > 100, (figure, ext)
+    with open(out / "Fig-beta.csv", newline="") as handle:
+        beta = list(csv.DictReader(handle))
+    assert [float(row["beta"]) for row in beta] == [0.0, 0.05, 0.5]
+    assert sum(row["chosen"] == "True" for row in beta) == 1
+    chosen = next(row for row in beta if row["chosen"] == "True")
+    assert float(chosen["val_hm"]) == max(float(row["val_hm"]) for row in beta)
+    with open(out / "Fig-similarity.csv", newline="") as handle:
+        similarity = list(csv.DictReader(handle))
+    assert [row["method"] for row in similarity] == ["TRADES", "RLFAT", "WSCAT"]
+    assert all(-1 <= float(row["mean"]) <= 1 for row in similarity)
+    with open(out / "Fig-unlabel.csv", newline="") as handle:
+        unlabel = list(csv.DictReader(handle))
+    assert int(unlabel[0]["unlabelled"]) == round(0.3 * 1138) and int(unlabel[1]["unlabelled"]) == 1138
+    index = (out / "index.md").read_text()
+    assert "Tab-RQ1-digits.tex" in index and "Fig-feature.png" in index and "curves/" in index
+    assert (workdir / "results/curves/digits/cnn/wscat/seed1.png").stat().st_size > 1000
+    if engine() is None:
+        print("no LaTeX engine installed: the tables were parsed, not compiled")

@@ -1,0 +1,78 @@
+"""A table's companion: our value, the paper's value and the difference, cell by cell.
+
+Joins a table's long CSV (wscat.report.paper_tables) with the paper's numbers
+(wscat/report/reported.csv, a copy of the paper's tables) on table, dataset, model, method and
+metric. Only cells the paper reports appear.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from wscat.report import paper
+from wscat.report.paper_tables import grid
+from wscat.report.table import latex_escape
+
+KEYS = ("table", "dataset", "model", "method", "metric")
+
+
+def _number(text: str) -> float | None:
+    return float(text) if text not in ("", None) else None
+
+
+def join(ours_csv: Path) -> list[dict[str, object]]:
+    """Rows (keys, ours, ours_std, paper, paper_std, difference) for every cell of our table
+    that the paper reports, in our table's order."""
+    with open(ours_csv, newline="") as handle:
+        ours = list(csv.DictReader(handle))
+    missing = [k for k in KEYS + ("mean", "std") if ours and k not in ours[0]]
+    if missing:
+        raise ValueError(f"{ours_csv}: not a wscat paper table CSV (no column {missing[0]})")
+    reported = {tuple(row[k] for k in KEYS): row for row in paper.reported()}
+    joined = []
+    for row in ours:
+        # The paper's AA numbers come from its variant: our AA-paper sits beside them too.
+        key = {**row, "metric": "AA" if row["metric"] == "AA-paper" else row["metric"]}
+        theirs = reported.get(tuple(key[k] for k in KEYS))
+        if theirs is None:
+            continue
+        value, reference = _number(row["mean"]), _number(theirs["mean"])
+        joined.append({**{k: row[k] for k in KEYS}, "ours": value, "ours_std": _number(row["std"]),
+                       "paper": reference, "paper_std": _number(theirs["std"]),
+                       "difference": None if value is None else round(value - reference, 2)})
+    if not joined:
+        raise ValueError(f"{ours_csv}: the paper reports none of these cells (table, dataset, "
+                         "model, method, metric must match wscat/report/reported.csv)")
+    return joined
+
+
+def _pm(mean: float | None, std: float | None) -> str:
+    if mean is None:
+        return "-"
+    return f"${mean:.2f}_{{\\pm{std:.2f}}}$" if std is not None else f"${mean:.2f}$"
+
+
+def render(rows: list[dict[str, object]], label: str) -> tuple[str, str]:
+    """(LaTeX, CSV) of the companion of table `label`."""
+    out = io.StringIO()
+    fields = list(KEYS) + ["ours", "ours_std", "paper", "paper_std", "difference"]
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    body, previous = [], None
+    for row in rows:
+        group = (row["dataset"], row["model"], row["method"])
+        diff = row["difference"]
+        body.append({"rule": previous is not None and group[:2] != previous[:2],
+                     "cells": [latex_escape(str(v)) for v in group]
+                     + [latex_escape(str(row["metric"])), _pm(row["ours"], row["ours_std"]),
+                        _pm(row["paper"], row["paper_std"]),
+                        "-" if diff is None else f"${diff:+.2f}$"]})
+        previous = group
+    tex = grid(caption=f"Ours against the paper, cell by cell, for Table {label} "
+                       "(difference = ours - paper).",
+               label=f"{label}-vs-paper", colspec="llll|ccc",
+               header=["Dataset", "Model", "Method", "Metric", "Ours", "Paper", r"$\Delta$"],
+               rows=body)
+    return tex, out.getvalue()

@@ -1,0 +1,201 @@
+"""Which files each of the paper's tables and figures is made of, per tier of `params.paper`.
+
+One definition of the paths, read by the Snakemake rules (to ask for the inputs) and by the
+`wscat paper-table` / `paper-figure` commands (to read them), so the two never disagree.
+Outputs: results/paper/{tier}/{label}.{tex,csv}, {label}-vs-paper.{tex,csv} (where the paper
+reports the same cells), {figure}.{pdf,png}, and index.md listing them all.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from wscat.config import ConfigError, beta_method, full_dataset, method_for, unlabelled_dataset
+
+REPORTED = Path(__file__).with_name("reported.csv")  # the paper's tables, one row per cell
+CROSS_DATASET_TABLES = ("Tab-datasets", "Tab-mode", "tab-sup", "Tab-ap-time")
+FIGURES = ("Fig-similarity", "Fig-beta", "Fig-unlabel", "Fig-feature")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One trained (dataset, model, method, seed)."""
+
+    dataset: str
+    model: str
+    method: str
+    seed: int
+
+    def metrics(self, root: str = "results") -> str:
+        return f"{root}/metrics/{self.dataset}/{self.model}/{self.method}/seed{self.seed}.json"
+
+    def model_dir(self, root: str = "results") -> str:
+        return f"{root}/models/{self.dataset}/{self.model}/{self.method}/seed{self.seed}"
+
+    def checkpoint(self, root: str = "results") -> str:
+        return f"{self.model_dir(root)}/best.pt"
+
+    def train_log(self, root: str = "results") -> str:
+        return f"{self.model_dir(root)}/train_log.csv"
+
+    def validation(self, root: str = "results") -> str:
+        return f"{root}/validation/{self.dataset}/{self.model}/{self.method}/seed{self.seed}.json"
+
+    def curves(self, root: str = "results") -> str:
+        return f"{root}/curves/{self.dataset}/{self.model}/{self.method}/seed{self.seed}"
+
+    def split(self, root: str = "results") -> str:
+        return f"{root}/splits/{self.dataset}/seed{self.seed}.npz"
+
+
+def tier_spec(params: dict[str, Any], tier: str) -> dict[str, Any]:
+    tiers = params.get("paper") or {}
+    if tier not in tiers:
+        raise ConfigError(f"unknown paper tier '{tier}'; params.yaml paper: has "
+                          f"{', '.join(tiers) or 'none'}")
+    return tiers[tier]
+
+
+def experiment_runs(params: dict[str, Any], experiment: str,
+                    methods: list[str] | None = None) -> list[Run]:
+    spec = params["experiments"][experiment]
+    return [Run(spec["dataset"], spec["model"], method, seed)
+            for method in (methods or spec["methods"]) for seed in spec["seeds"]]
+
+
+def dataset_model(params: dict[str, Any], entry: dict[str, Any]) -> str:
+    """The model of a tier dataset's Table 2-4 runs (the sweeps and figures use it too)."""
+    return params["experiments"][entry["performance"]["experiment"]]["model"]
+
+
+def supervised_runs(params: dict[str, Any], tier: str) -> list[Run]:
+    spec = tier_spec(params, tier)["supervised"]
+    return [Run(full_dataset(run["dataset"]), model, method, seed)
+            for run in spec["runs"] for model in run["models"]
+            for method in spec["methods"] for seed in spec["seeds"]]
+
+
+def beta_points(params: dict[str, Any], tier: str, entry: dict[str, Any]) -> list[tuple[float, str]]:
+    """(beta, method key) of the sweep on one dataset; the configured beta reuses the method."""
+    spec = tier_spec(params, tier)["beta"]
+    configured = method_for(params, spec["method"], entry["dataset"])["beta"]
+    return [(value, spec["method"] if value == configured else beta_method(spec["method"], value))
+            for value in sorted(spec["values"])]
+
+
+def beta_runs(params: dict[str, Any], tier: str, entry: dict[str, Any]) -> list[Run]:
+    seeds = tier_spec(params, tier)["beta"]["seeds"]
+    model = dataset_model(params, entry)
+    return [Run(entry["dataset"], model, method, seed)
+            for _, method in beta_points(params, tier, entry) for seed in seeds]
+
+
+def unlabelled_points(params: dict[str, Any], tier: str, entry: dict[str, Any]
+                      ) -> list[tuple[float, str]]:
+    """(fraction of the unlabelled pool, dataset key) of the sweep on one dataset."""
+    fractions = sorted(tier_spec(params, tier)["unlabelled"]["fractions"])
+    return [(f, entry["dataset"] if f == 1 else unlabelled_dataset(entry["dataset"], f))
+            for f in fractions]
+
+
+def unlabelled_runs(params: dict[str, Any], tier: str, entry: dict[str, Any]) -> list[Run]:
+    spec = tier_spec(params, tier)["unlabelled"]
+    model = dataset_model(params, entry)
+    return [Run(dataset, model, spec["method"], seed)
+            for _, dataset in unlabelled_points(params, tier, entry) for seed in spec["seeds"]]
+
+
+def table_labels(params: dict[str, Any], tier: str) -> list[str]:
+    """Every table label of a tier, in the paper's order."""
+    datasets = tier_spec(params, tier)["datasets"]
+    return (["Tab-datasets"] + [e["performance"]["label"] for e in datasets] + ["Tab-mode"]
+            + [e["ablation"]["label"] for e in datasets] + ["tab-sup", "Tab-ap-time"])
+
+
+def table_kind(params: dict[str, Any], tier: str, label: str) -> tuple[str, dict[str, Any] | None]:
+    """('datasets' | 'performance' | 'ablation' | 'mode' | 'sup' | 'time', the dataset entry)."""
+    fixed = {"Tab-datasets": "datasets", "Tab-mode": "mode", "tab-sup": "sup", "Tab-ap-time": "time"}
+    if label in fixed:
+        return fixed[label], None
+    for entry in tier_spec(params, tier)["datasets"]:
+        for part in ("performance", "ablation"):
+            if entry[part]["label"] == label:
+                return part, entry
+    raise ConfigError(f"'{label}' is not a table of paper tier '{tier}'; its tables: "
+                      f"{', '.join(table_labels(params, tier))}")
+
+
+def table_inputs(params: dict[str, Any], tier: str, label: str, root: str = "results") -> list[str]:
+    """The files one table is computed from."""
+    kind, entry = table_kind(params, tier, label)
+    datasets = tier_spec(params, tier)["datasets"]
+    if kind in ("performance", "ablation"):
+        return [run.metrics(root) for run in experiment_runs(params, entry[kind]["experiment"])]
+    if kind == "datasets":
+        seeds = [params["experiments"][e["performance"]["experiment"]]["seeds"][0] for e in datasets]
+        return [Run(e["dataset"], "", "", seed).split(root) for e, seed in zip(datasets, seeds)]
+    if kind == "mode":
+        return [run.metrics(root) for e in datasets
+                for run in experiment_runs(params, e["ablation"]["experiment"])]
+    if kind == "sup":
+        return [run.metrics(root) for run in supervised_runs(params, tier)]
+    methods = tier_spec(params, tier)["time"]["methods"]
+    return [path for e in datasets
+            for run in experiment_runs(params, e["performance"]["experiment"], methods)
+            for path in (run.train_log(root), run.checkpoint(root))]
+
+
+def figure_inputs(params: dict[str, Any], tier: str, figure: str, root: str = "results") -> list[str]:
+    """The files one figure is computed from."""
+    spec = tier_spec(params, tier)
+    files: list[str] = []
+    for entry in spec["datasets"]:
+        model = dataset_model(params, entry)
+        if figure == "Fig-similarity":
+            run = Run(entry["dataset"], model, spec["similarity"]["model"], spec["similarity"]["seed"])
+            files += [run.checkpoint(root), run.split(root)]
+        elif figure == "Fig-feature":
+            for method in spec["feature"]["methods"]:
+                run = Run(entry["dataset"], model, method, spec["feature"]["seed"])
+                files += [run.checkpoint(root), run.split(root)]
+        elif figure == "Fig-beta":
+            files += [p for run in beta_runs(params, tier, entry)
+                      for p in (run.metrics(root), run.validation(root))]
+        elif figure == "Fig-unlabel":
+            files += [run.metrics(root) for run in unlabelled_runs(params, tier, entry)]
+        else:
+            raise ConfigError(f"unknown figure '{figure}'; figures: {', '.join(FIGURES)}")
+    return list(dict.fromkeys(files))
+
+
+@lru_cache(maxsize=1)
+def reported() -> tuple[dict[str, str], ...]:
+    """The paper's numbers (reported.csv, one row per cell: table, dataset, model, method,
+    metric, mean, std)."""
+    with open(REPORTED, newline="") as handle:
+        return tuple(csv.DictReader(handle))
+
+
+def has_companion(params: dict[str, Any], tier: str, label: str) -> bool:
+    """Whether the paper reports cells of this table for a dataset of the tier."""
+    names = {entry["name"] for entry in tier_spec(params, tier)["datasets"]}
+    return any(row["table"] == label and row["dataset"] in names for row in reported())
+
+
+def tier_outputs(params: dict[str, Any], tier: str, root: str = "results") -> list[str]:
+    """Everything a tier's index lists: tables (+ companions), figures, training curves."""
+    out = f"{root}/paper/{tier}"
+    files = []
+    for label in table_labels(params, tier):
+        files += [f"{out}/{label}.tex", f"{out}/{label}.csv"]
+        if has_companion(params, tier, label):
+            files += [f"{out}/{label}-vs-paper.tex", f"{out}/{label}-vs-paper.csv"]
+    files += [f"{out}/{figure}.{ext}" for figure in FIGURES for ext in ("pdf", "png")]
+    runs = {run for e in tier_spec(params, tier)["datasets"]
+            for part in ("performance", "ablation")
+            for run in experiment_runs(params, e[part]["experiment"])}
+    files += [f"{run.curves(root)}.png" for run in sorted(runs, key=str)]
+    return files

@@ -1,0 +1,258 @@
+"""The paper's tables, each from the files `wscat.report.paper.table_inputs` names.
+
+Every table comes as LaTeX (jinja2) and as a long CSV in the layout of the paper's own numbers
+(reported.csv: table, dataset, model, method, metric, mean, std, n_seeds), so that the companion
+`{label}-vs-paper` is a join of the two.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wscat.data.split import load_split
+from wscat.methods import display_name, is_adversarial
+from wscat.report import paper
+from wscat.report.table import (METRICS, _environment, collect, latex_escape, render_tex,
+                                summarise)
+
+COLUMNS = ["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]
+SUP_METRICS = METRICS + ["NRF"]
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({**row, "mean": _fmt(row["mean"]), "std": _fmt(row["std"])})
+    return out.getvalue()
+
+
+def _fmt(value: Any) -> str:
+    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:.2f}"
+
+
+def _cell(mean: float, std: float | None, n_seeds: int, bold: bool = False) -> str:
+    body = rf"\bm{{{mean:.2f}}}" if bold else f"{{{mean:.2f}}}"
+    return f"${body}_{{\\pm{std:.2f}}}$" if n_seeds > 1 and std is not None else f"${body}$"
+
+
+def grid(*, caption: str, label: str, colspec: str, header: list[str], rows: list[dict[str, Any]],
+         notes: list[str] = ()) -> str:
+    """A table of LaTeX-ready cells through templates/grid.tex.j2."""
+    return _environment().get_template("grid.tex.j2").render(
+        caption=latex_escape(caption), label=label, colspec=colspec, header=header, rows=rows,
+        notes=[latex_escape(note) for note in notes])
+
+
+def _names(params: dict[str, Any], tier: str) -> tuple[dict[str, str], dict[str, str]]:
+    spec = paper.tier_spec(params, tier)
+    return ({e["dataset"]: e["name"] for e in spec["datasets"]}, spec["model_names"])
+
+
+def _metrics_files(files: list[str], dataset: str, model: str) -> list[Path]:
+    return [Path(f) for f in files if f"/metrics/{dataset}/{model}/" in f]
+
+
+def performance(params: dict[str, Any], tier: str, label: str, part: str, entry: dict[str, Any],
+                files: list[str]) -> tuple[str, list[dict[str, Any]]]:
+    """Tables 2-4 (part 'performance') and Tab-ap-* ('ablation'): methods x attacks."""
+    from wscat.cli import table_notes
+    from wscat.config import method_for
+
+    experiment = params["experiments"][entry[part]["experiment"]]
+    methods, dataset, model = experiment["methods"], experiment["dataset"], experiment["model"]
+    frame = collect([Path(f) for f in files])
+    summary = summarise(frame, methods)
+    names, model_names = _names(params, tier)
+    seeds = ", ".join(map(str, experiment["seeds"]))
+    if part == "performance":
+        caption = (f"Performance on {names[dataset]} ({model_names.get(model, model)}), mean and "
+                   f"std over seeds {seeds}. The best results of AT methods are bold.")
+    else:
+        caption = (f"Performance of different variants on {names[dataset]} "
+                   f"({model_names.get(model, model)}), mean and std over seeds {seeds}.")
+    tex = render_tex(summary, methods=methods, display_names={m: display_name(m) for m in methods},
+                     adversarial={m for m in methods if is_adversarial(method_for(params, m))},
+                     caption=caption, label=label,
+                     notes=[*table_notes(params, dataset, methods), *frame.attrs["notes"]])
+    rows = [{"table": label, "dataset": names[dataset], "model": model_names.get(model, model),
+             "method": display_name(r.method), "metric": r.metric, "mean": r.mean, "std": r.std,
+             "n_seeds": r.n_seeds} for r in summary.itertuples()]
+    return tex, rows
+
+
+def datasets_table(params: dict[str, Any], tier: str, files: list[str]
+                   ) -> tuple[str, list[dict[str, Any]]]:
+    """Table 1 (Tab-datasets): labelled (validation included) / unlabelled / test / classes,
+    counted in the splits actually made."""
+    from wscat.data import load_dataset
+
+    names, _ = _names(params, tier)
+    rows, body = [], []
+    for entry, path in zip(paper.tier_spec(params, tier)["datasets"], files):
+        split = load_split(path)
+        classes = load_dataset(entry["dataset"], params["datasets"][entry["dataset"]]).num_classes
+        counts = {"labeled": len(split.labelled) + len(split.validation),
+                  "unlabeled": len(split.unlabelled), "test": len(split.test), "classes": classes}
+        rows += [{"table": "Tab-datasets", "dataset": names[entry["dataset"]], "model": "",
+                  "method": "", "metric": k, "mean": float(v), "std": None, "n_seeds": 1}
+                 for k, v in counts.items()]
+        body.append({"cells": [latex_escape(names[entry["dataset"]])]
+                     + [f"{v:,}" for v in counts.values()]})
+    tex = grid(caption="Configuration of Datasets (labeled includes the validation set; counted "
+                       "in the split of each dataset's first seed).",
+               label="Tab-datasets", colspec="l|c|c|c|c",
+               header=["Datasets", "labeled", "unlabeled", "testing", "classes"], rows=body)
+    return tex, rows
+
+
+def mode_table(params: dict[str, Any], tier: str, files: list[str]
+               ) -> tuple[str, list[dict[str, Any]]]:
+    """Table 5 (Tab-mode): the harmonic mean of WSCAT and its variants, one column per dataset."""
+    names, _ = _names(params, tier)
+    entries = paper.tier_spec(params, tier)["datasets"]
+    summaries, rows = {}, []
+    for entry in entries:
+        experiment = params["experiments"][entry["ablation"]["experiment"]]
+        frame = collect(_metrics_files(files, experiment["dataset"], experiment["model"]))
+        summaries[entry["dataset"]] = summarise(frame, experiment["methods"]).set_index(
+            ["method", "metric"])
+    variants = list(dict.fromkeys(m for e in entries
+                                  for m in params["experiments"][e["ablation"]["experiment"]]["methods"]))
+    body = []
+    for method in variants:
+        cells = [latex_escape(display_name(method))]
+        for entry in entries:
+            table = summaries[entry["dataset"]]
+            if (method, "Mean") not in table.index:
+                cells.append("-")
+                continue
+            cell = table.loc[(method, "Mean")]
+            cells.append(_cell(cell["mean"], cell["std"], int(cell["n_seeds"])))
+            model = params["experiments"][entry["ablation"]["experiment"]]["model"]
+            rows.append({"table": "Tab-mode", "dataset": names[entry["dataset"]],
+                         "model": paper.tier_spec(params, tier)["model_names"].get(model, model),
+                         "method": display_name(method), "metric": "Mean", "mean": cell["mean"],
+                         "std": cell["std"], "n_seeds": int(cell["n_seeds"])})
+        body.append({"cells": cells})
+    tex = grid(caption="The harmonic mean accuracies of WSCAT and its variants. Each harmonic mean "
+                       "is computed over the natural accuracy and the accuracies under FGSM, PGD, "
+                       "CW and AA.", label="Tab-mode", colspec="l|" + "|".join("c" * len(entries)),
+               header=["Variants"] + [latex_escape(names[e["dataset"]]) for e in entries],
+               rows=body)
+    return tex, rows
+
+
+def sup_table(params: dict[str, Any], tier: str, files: list[str]
+              ) -> tuple[str, list[dict[str, Any]]]:
+    """Supplementary tab-sup: Standard, TRADES, WSCAT-sup fully supervised, per (dataset, model),
+    with NRF where the metrics carry it."""
+    names, model_names = _names(params, tier)
+    spec = paper.tier_spec(params, tier)["supervised"]
+    body, rows = [], []
+    for run in spec["runs"]:
+        for model in run["models"]:
+            dataset = paper.full_dataset(run["dataset"])
+            data = [json.loads(Path(f).read_text())
+                    for f in _metrics_files(files, dataset, model)]
+            group = f"{names[run['dataset']]} ({model_names.get(model, model)})"
+            for i, method in enumerate(spec["methods"]):
+                runs = [d for d in data if d["method"] == method]
+                if not runs:
+                    raise ValueError(f"tab-sup: no metrics for {method} on {dataset}/{model}")
+                cells = [latex_escape(group) if i == 0 else "", latex_escape(display_name(method))]
+                for metric in SUP_METRICS:
+                    values = [d["accuracy"][metric] for d in runs if metric in d["accuracy"]]
+                    if len(values) != len(runs):
+                        cells.append("-")
+                        continue
+                    mean, std = float(np.mean(values)), float(np.std(values))
+                    cells.append(_cell(mean, std, len(values)))
+                    rows.append({"table": "tab-sup", "dataset": names[run["dataset"]],
+                                 "model": model_names.get(model, model),
+                                 "method": display_name(method), "metric": metric, "mean": mean,
+                                 "std": std if len(values) > 1 else None, "n_seeds": len(values)})
+                body.append({"cells": cells, "rule": i == 0 and bool(body)})
+    seeds = ", ".join(map(str, spec["seeds"]))
+    tex = grid(caption="Performance of models trained by Standard, TRADES and WSCAT-sup (a variant "
+                       "of our WSCAT that uses only labeled data) under fully-supervised setting "
+                       f"(every training label; seed {seeds}).",
+               label="tab-sup", colspec="cc|cccccc|c",
+               header=["Dataset (Model)", "Method", "Nat.", "FGSM", "PGD", "CW", "AA", "Mean", "NRF"],
+               rows=body)
+    return tex, rows
+
+
+def _minutes(seconds: float) -> str:
+    """5'14'' as the paper prints epoch times; below a minute, seconds with one decimal."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"${minutes}^{{\\prime}}{rest:02d}^{{\\prime\\prime}}$"
+
+
+def time_table(params: dict[str, Any], tier: str, files: list[str]
+               ) -> tuple[str, list[dict[str, Any]]]:
+    """Supplementary Tab-ap-time: mean epoch time of WSCAT and RST, measured during training
+    (train_log.csv's `seconds`), and the machine each run's checkpoint names."""
+    from wscat.checkpoint import load_checkpoint
+
+    names, model_names = _names(params, tier)
+    entries = paper.tier_spec(params, tier)["datasets"]
+    methods = paper.tier_spec(params, tier)["time"]["methods"]
+    machines, rows, body = set(), [], []
+    for method in methods:
+        cells = [latex_escape(display_name(method))]
+        for entry in entries:
+            runs = paper.experiment_runs(params, entry["performance"]["experiment"], [method])
+            per_run = []
+            for run in runs:
+                log = pd.read_csv(run.train_log(_root(files)))
+                per_run.append(float(log["seconds"].mean()))
+                meta = load_checkpoint(run.checkpoint(_root(files)))["meta"]
+                machines.add(meta.get("machine", "an unrecorded machine"))
+            mean = float(np.mean(per_run))
+            cells.append(_minutes(mean))
+            rows.append({"table": "Tab-ap-time", "dataset": names[entry["dataset"]],
+                         "model": model_names.get(runs[0].model, runs[0].model),
+                         "method": display_name(method), "metric": "epoch_seconds", "mean": mean,
+                         "std": float(np.std(per_run)), "n_seeds": len(per_run)})
+        body.append({"cells": cells})
+    tex = grid(caption="Epoch time of " + " and ".join(display_name(m) for m in methods)
+                       + f" (mean over epochs and seeds), measured on {'; '.join(sorted(machines))}.",
+               label="Tab-ap-time", colspec="l|" + "|".join("c" * len(entries)),
+               header=["Datasets"] + [latex_escape(names[e["dataset"]]) for e in entries], rows=body)
+    return tex, rows
+
+
+def _root(files: list[str]) -> str:
+    """The results folder the inputs live in (…/models/… or …/metrics/…)."""
+    first = files[0]
+    for marker in ("/models/", "/metrics/", "/splits/"):
+        if marker in first:
+            return first.split(marker)[0]
+    return "results"
+
+
+def build(params: dict[str, Any], tier: str, label: str, files: list[str]
+          ) -> tuple[str, str]:
+    """(LaTeX, CSV) of one table of a tier."""
+    kind, entry = paper.table_kind(params, tier, label)
+    if kind in ("performance", "ablation"):
+        tex, rows = performance(params, tier, label, kind, entry, files)
+    elif kind == "datasets":
+        tex, rows = datasets_table(params, tier, files)
+    elif kind == "mode":
+        tex, rows = mode_table(params, tier, files)
+    elif kind == "sup":
+        tex, rows = sup_table(params, tier, files)
+    else:
+        tex, rows = time_table(params, tier, files)
+    return tex, _csv(rows)
