@@ -1,8 +1,10 @@
-"""The PGD engine: stays in the eps-ball and [0,1], lowers accuracy, needs eval mode; BN freezing."""
+"""The PGD engine: stays in the eps-ball and [0,1], lowers accuracy, needs eval mode; BN freezing;
+the CW margin."""
 import pytest
 import torch
 
-from wscat.attacks import ce_objective, cw_objective, fgsm, frozen_batchnorm_stats, pgd
+from wscat.attacks import (ce_objective, cw_margin, cw_objective, eval_mode_enforced, fgsm,
+                           frozen_batchnorm_stats, pgd)
 from wscat.evaluation import accuracy, harmonic_mean
 from wscat.models import build_model
 
@@ -39,6 +41,27 @@ def test_attacks_refuse_a_model_in_train_mode():
     model = _model().train()
     with pytest.raises(RuntimeError, match="eval mode"):
         accuracy(model, torch.rand(4, 1, 8, 8), torch.zeros(4, dtype=torch.long))
+
+
+def test_eval_mode_is_enforced_on_every_forward_pass():
+    model = _model()
+    with eval_mode_enforced(model):
+        model(torch.rand(2, 1, 8, 8))
+        model.features[1].train()
+        with pytest.raises(RuntimeError, match="train mode"):
+            model(torch.rand(2, 1, 8, 8))
+    model(torch.rand(2, 1, 8, 8))  # the hooks are gone afterwards
+    with pytest.raises(RuntimeError, match="eval mode"):
+        with eval_mode_enforced(model):
+            pass
+
+
+def test_cw_margin_by_hand():
+    logits = torch.tensor([[2.0, 1.0, 0.5], [0.0, 3.0, 1.0], [1.0, 1.0, 4.0]])
+    labels = torch.tensor([0, 0, 2])
+    # max other - true, capped at kappa: 1 - 2 = -1; 3 - 0 = 3 -> 0; 1 - 4 = -3
+    assert cw_margin(logits, labels).tolist() == [-1.0, 0.0, -3.0]
+    assert cw_margin(logits, labels, kappa=5.0).tolist() == [-1.0, 3.0, -3.0]
 
 
 def test_frozen_batchnorm_keeps_running_statistics():

@@ -96,4 +96,5 @@ def test_same_params_and_seed_give_identical_metrics(workdir):
         outputs.append(metrics)
     assert outputs[0] == outputs[1]
     assert (workdir / "a" / "best.pt").read_bytes() != b""
-    assert set(outputs[0]["accuracy"]) == {"Natural", "FGSM", "PGD", "CW", "AA", "Mean"}
+    assert set(outputs[0]["accuracy"]) == {"Natural", "FGSM", "PGD", "CW", "AA", "AA-paper", "NRF",
+                                           "Mean"}

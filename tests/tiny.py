@@ -8,7 +8,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def tiny_params(epochs: int = 2) -> dict:
-    """params.yaml with a short schedule, small validation attacks and a small AutoAttack subset."""
+    """params.yaml with a short schedule, small validation attacks and small AutoAttack and NRF
+    subsets."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params = copy.deepcopy(params)
     params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1]}}
@@ -18,6 +19,7 @@ def tiny_params(epochs: int = 2) -> dict:
     params["evaluation"]["pgd_steps"] = 5
     params["evaluation"]["cw_steps"] = 5
     params["evaluation"]["per_dataset"]["digits"]["autoattack"]["n_examples"] = 8
+    params["evaluation"]["per_dataset"]["digits"]["nrf"]["n_examples"] = 8
     return params
 
 

@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--metrics", type=Path, required=True)
 
-    p = steps.add_parser("evaluate", help="Natural, FGSM, PGD, CW, AutoAttack on the test set")
+    p = steps.add_parser("evaluate", help="Natural, FGSM, PGD, CW, AutoAttack (standard and the "
+                         "paper's variant), NRF and gradient-masking checks on the test set")
     _common(p, "dataset", "model", "method", "seed", "threads")
     p.add_argument("--split", type=Path, required=True)
     p.add_argument("--checkpoint", type=Path, required=True)

@@ -172,11 +172,11 @@ def method_for(params: dict[str, Any], method: str, dataset: str | None = None) 
 
 def evaluation_for(params: dict[str, Any], dataset: str) -> dict[str, Any]:
     """The attack suite on one dataset: `evaluation`, with `per_dataset[dataset]` laid over it
-    (its `autoattack` block merged key by key)."""
+    (its blocks, e.g. `autoattack` and `nrf`, merged key by key)."""
     base = dict(params["evaluation"])
-    overrides = dict((base.pop("per_dataset", {}) or {}).get(dataset, {}))
-    autoattack = {**base["autoattack"], **overrides.pop("autoattack", {})}
-    return {**base, **overrides, "autoattack": autoattack}
+    overrides = (base.pop("per_dataset", {}) or {}).get(dataset, {})
+    return {**base, **{key: {**base[key], **value} if isinstance(base.get(key), dict) else value
+                       for key, value in overrides.items()}}
 
 
 def _check_method(params: dict[str, Any], name: str, schema: dict[str, Any]) -> None:

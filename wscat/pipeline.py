@@ -3,6 +3,7 @@ a manifest. The Snakemake rules call these through the command line."""
 from __future__ import annotations
 
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from wscat import __version__
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
 from wscat.data import ImageDataset, Split, load_dataset, load_split, make_split, save_split
-from wscat.evaluation import attack_suite
+from wscat.evaluation import attack_suite, stratified_order, subset_name
 from wscat.io import atomic_path, write_json
 from wscat.models import build_model
 from wscat.training import TrainingData, train
@@ -215,7 +216,11 @@ def run_pseudo_label(params: dict[str, Any], *, dataset: str, seed: int, split_p
 def run_evaluate(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
                  split_path: Path, checkpoint: Path, out: Path, device: torch.device
                  ) -> dict[str, Any]:
-    """The attack suite on the test set; writes the metrics JSON with its manifest."""
+    """The attack suite on the test set; writes the metrics JSON with its manifest.
+
+    The test images are attacked in a class-stratified order (`evaluation.subset_seed`), so every
+    subset is the first n of it. Finished AutoAttack shards wait in `{out}.shards/` until the
+    metrics are written: a killed evaluation resumes there."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
     split = _checked_split(split_path, dataset, seed)
     net, meta = load_model(checkpoint, device)
@@ -223,30 +228,34 @@ def run_evaluate(params: dict[str, Any], *, dataset: str, model: str, method: st
         raise ValueError(f"{checkpoint} holds {meta['method']} seed {meta['seed']} on "
                          f"{meta['dataset']}, not {method} seed {seed} on {dataset}")
     evaluation, threat = run.evaluation, run.data
+    source = load_dataset(dataset, threat)
     test = torch.as_tensor(split.test)
+    test = test[stratified_order(source.labels[test], evaluation["subset_seed"])]
     if evaluation["n_examples"] is not None:
         test = test[: evaluation["n_examples"]]
-    source = load_dataset(dataset, threat)
     x, y = to_unit(source.images[test].to(device)), source.labels[test].to(device)
+    shard_dir = out.with_name(out.name + ".shards")
     started = time.perf_counter()
     configure_backend(device, deterministic=run.training["deterministic"])
     with autocast(device, evaluation["precision"]):
-        accuracies, manifest = attack_suite(
-            net, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
-            pgd_steps=evaluation["pgd_steps"], cw_steps=evaluation["cw_steps"],
-            batch_size=evaluation["batch_size"], aa_examples=evaluation["autoattack"]["n_examples"],
-            aa_version=evaluation["autoattack"]["version"], aa_seed=evaluation["autoattack"]["seed"],
-            seed=seed)
+        suite = attack_suite(net, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
+                             evaluation=evaluation, seed=seed, test_set_size=len(split.test),
+                             shard_dir=shard_dir)
     result = {"dataset": dataset, "model": model, "method": method, "seed": seed,
-              "accuracy": {k: round(v, 4) for k, v in accuracies.items()},
-              "manifest": {**manifest, "eps": threat["eps"], "seed": seed,
-                           "n_examples": len(x),
+              "accuracy": {k: round(v, 4) for k, v in suite.accuracy.items()},
+              "checks": suite.checks, "autoattack_warnings": suite.autoattack_warnings,
+              "manifest": {"attacks": suite.attacks, "eps": threat["eps"], "seed": seed,
+                           "n_examples": len(x), "test_set_size": len(split.test),
+                           "evaluation_set": subset_name(len(x), len(split.test),
+                                                         evaluation["subset_seed"]),
                            "test_set": ("fixed stratified test split" if source.train_size is None
                                         else "official test set"),
                            "checkpoint": {"path": str(checkpoint), "epoch": meta["epoch"],
                                           "ema": True, "which": evaluation["checkpoint"]},
-                           "model_mode": "eval", "precision": evaluation["precision"],
+                           "model_mode": "eval (checked on every forward pass)",
+                           "precision": evaluation["precision"],
                            "device": str(device), "versions": versions()}}
     write_json(out, result)  # no timings inside: same params + seed give the same file
+    shutil.rmtree(shard_dir, ignore_errors=True)
     print(f"evaluated in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return result

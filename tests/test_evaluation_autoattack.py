@@ -1,0 +1,121 @@
+"""AutoAttack two ways through pyautoattack: the settings each variant really runs with, seeded
+reruns, resumable shards, AutoAttack's own counts read back from its log."""
+import pytest
+import torch
+from torch import nn
+
+from wscat.attacks import autoattack, shards
+from wscat.attacks.shards import autoattack_accuracy
+from wscat.models import LogitsOnly
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: one thread is faster, and immune to a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class Linear(nn.Module):
+    """(features, logits) of a fixed random linear classifier on 8x8 images: quick to attack."""
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(64, num_classes)
+        nn.init.normal_(self.fc.weight)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.flatten(1), self.fc(x.flatten(1))
+
+
+def _model(num_classes: int = 10) -> nn.Module:
+    return Linear(num_classes).eval()
+
+
+def _data(model, n: int = 12):
+    """Images the model gets right (its own predictions as labels), so every attack has work."""
+    x = torch.rand(n, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        return x, model(x)[1].argmax(1)
+
+
+EPS = 0.02  # breaks about half of the points; the rest go through all four attacks
+
+
+def test_standard_is_the_official_standard_version():
+    adversary = autoattack.build(LogitsOnly(_model()), variant="standard", eps=0.1, seed=0,
+                                 n_classes=10, device=torch.device("cpu"))
+    config = autoattack.settings(adversary)
+    assert config["order"] == ["apgd-ce", "apgd-t", "fab-t", "square"]
+    assert (config["apgd-ce"]["iterations"], config["apgd-ce"]["restarts"]) == (100, 1)
+    assert (config["apgd-t"]["iterations"], config["apgd-t"]["targets"]) == (100, 9)
+    assert (config["fab-t"]["iterations"], config["fab-t"]["targets"]) == (100, 9)
+    assert (config["square"]["queries"], config["square"]["restarts"]) == (5000, 1)
+
+
+@pytest.mark.parametrize("num_classes", [10, 100])
+def test_paper_runs_ten_iterations_and_all_other_classes(num_classes):
+    adversary = autoattack.build(LogitsOnly(_model(num_classes)), variant="paper", eps=0.1,
+                                 seed=0, n_classes=num_classes, device=torch.device("cpu"))
+    config = autoattack.settings(adversary)
+    assert config["order"] == ["apgd-ce", "apgd-t", "fab-t", "square"]
+    for attack in ("apgd-ce", "apgd-t", "fab-t"):
+        assert config[attack]["iterations"] == 10 and config[attack]["restarts"] == 1
+    assert config["apgd-t"]["targets"] == config["fab-t"]["targets"] == num_classes - 1
+    assert config["square"]["queries"] == 5000
+    # APGD's step-size checkpoints follow the 10 iterations (set in its constructor).
+    assert adversary.apgd.n_iter_2 == max(int(0.22 * 10), 1)
+
+
+def test_unknown_variant():
+    with pytest.raises(ValueError, match="unknown AutoAttack variant 'plus'"):
+        autoattack.build(LogitsOnly(_model()), variant="plus", eps=0.1, seed=0, n_classes=10,
+                         device=torch.device("cpu"))
+
+
+def test_counts_read_from_the_log_match_our_recount():
+    model = _model()
+    x, y = _data(model)
+    result = autoattack_accuracy(model, x, y, variant="standard", eps=EPS, seed=0,
+                                 batch_size=8, shard_size=100)
+    assert result.clean == 100.0  # AutoAttack's own count of the points it started from
+    assert result.after["square"] == result.accuracy  # its flags = our forward pass
+    after = list(result.after.values())
+    assert after == sorted(after, reverse=True)
+    assert 0 < result.accuracy < 100.0
+
+
+def test_shards_resume_after_a_kill_and_give_the_uninterrupted_result(tmp_path, monkeypatch):
+    model = _model()
+    x, y = _data(model)
+    # eps 0.1 breaks every point with APGD-CE, so each shard is quick.
+    kwargs = dict(variant="paper", eps=0.1, seed=0, batch_size=8, shard_size=4)
+    uninterrupted = autoattack_accuracy(model, x, y, **kwargs)
+    assert uninterrupted.n_shards == 3
+
+    real, calls = autoattack.run_shard, []
+
+    def killed_after_two(*args, **kw):
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed")
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(shards.autoattack, "run_shard", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        autoattack_accuracy(model, x, y, shard_dir=tmp_path, **kwargs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aa-paper-00000.json",
+                                                          "aa-paper-00001.json"]
+    calls.clear()
+    monkeypatch.setattr(shards.autoattack, "run_shard", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    resumed = autoattack_accuracy(model, x, y, shard_dir=tmp_path, **kwargs)
+    assert len(calls) == 1  # only the third shard ran again
+    assert resumed == uninterrupted
+
+    # A shard made with other settings (here another seed) is not reused.
+    calls.clear()
+    autoattack_accuracy(model, x, y, shard_dir=tmp_path, **{**kwargs, "seed": 1})
+    assert len(calls) == 3

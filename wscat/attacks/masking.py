@@ -1,0 +1,65 @@
+"""Gradient-masking checks (Athalye et al. 2018; Carlini et al. 2019, "On evaluating adversarial
+robustness", Sec. 5): each turns numbers the evaluation measured into {passed, detail, numbers}.
+
+A masked model (e.g. a non-differentiable input quantisation) gives gradient attacks nothing to
+follow: more steps or a larger eps stop lowering accuracy, a black-box attack beats the white-box
+ones, AutoAttack warns of zero gradients, single-step FGSM does as well as iterative PGD.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+Check = dict[str, Any]
+
+
+def falls_monotonically(values: list[float], accuracies: list[float], *, tolerance: float,
+                        what: str) -> Check:
+    """Accuracy (%) must not rise by more than `tolerance` points as `what` grows."""
+    rises = [(a, b, acc_a, acc_b) for a, b, acc_a, acc_b
+             in zip(values, values[1:], accuracies, accuracies[1:]) if acc_b > acc_a + tolerance]
+    detail = (f"PGD accuracy does not rise as {what} grows (tolerance {tolerance} points)"
+              if not rises else
+              "; ".join(f"PGD accuracy rises from {p:.2f}% ({what} {a}) to {q:.2f}% ({what} {b})"
+                        for a, b, p, q in rises))
+    return {"passed": not rises, "detail": detail, what: values,
+            "accuracy": [round(a, 4) for a in accuracies], "tolerance": tolerance}
+
+
+def eps_zero_is_natural(natural: dict[str, float], at_eps_zero: dict[str, float]) -> Check:
+    """Accuracy under an attack with eps = 0 (and AutoAttack's own clean count) must equal the
+    natural accuracy on the same examples: no randomness, no train-mode BatchNorm, same inputs."""
+    differ = {name: (natural[name], value) for name, value in at_eps_zero.items()
+              if abs(natural[name] - value) > 1e-9}
+    detail = ("natural accuracy = accuracy at eps 0 (" + ", ".join(at_eps_zero) + ")"
+              if not differ else "; ".join(f"{name}: {b:.2f}% at eps 0 vs {a:.2f}% natural"
+                                           for name, (a, b) in differ.items()))
+    return {"passed": not differ, "detail": detail,
+            "natural": {k: round(natural[k], 4) for k in at_eps_zero},
+            "at_eps_zero": {k: round(v, 4) for k, v in at_eps_zero.items()}}
+
+
+def square_not_better(after: dict[str, float], *, tolerance: float = 0.2) -> Check:
+    """Black-box Square, run after AutoAttack's white-box attacks, must not lower accuracy by more
+    than `tolerance` points (AutoAttack's own threshold, 0.2%)."""
+    white_box = min(v for k, v in after.items() if k != "square")
+    gain = white_box - after["square"]
+    detail = (f"Square lowers accuracy by {gain:.2f} points after the white-box attacks"
+              + (" (more than the tolerance)" if gain > tolerance else ""))
+    return {"passed": gain <= tolerance, "detail": detail, "white_box": round(white_box, 4),
+            "after_square": round(after["square"], 4), "tolerance": tolerance}
+
+
+def no_autoattack_warnings(warnings: dict[str, list[str]]) -> Check:
+    """AutoAttack's own checks (zero gradients, randomised or dynamic defence, Square success)."""
+    count = sum(len(w) for w in warnings.values())
+    detail = ("AutoAttack raised no warning" if not count else
+              "; ".join(f"{name}: {w}" for name, ws in warnings.items() for w in ws))
+    return {"passed": not count, "detail": detail, "warnings": count}
+
+
+def iterative_not_weaker(fgsm: float, pgd: float, *, tolerance: float) -> Check:
+    """Iterative PGD must do at least as well as single-step FGSM with the same eps."""
+    passed = pgd <= fgsm + tolerance
+    detail = f"PGD {pgd:.2f}% vs FGSM {fgsm:.2f}%" + ("" if passed else ": FGSM is stronger")
+    return {"passed": passed, "detail": detail, "fgsm": round(fgsm, 4), "pgd": round(pgd, 4),
+            "tolerance": tolerance}

@@ -1,0 +1,99 @@
+"""Resumable AutoAttack: the examples are cut into shards of `shard_size`, and each finished shard
+is written to `shard_dir`, so a killed evaluation continues with the first unfinished shard.
+
+A shard file is reused only if its key matches: the model's weights, the inputs and labels of the
+shard, the variant's settings, eps, seed, batch size, device type and library version.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from wscat.attacks import autoattack
+from wscat.attacks.autoattack import ShardResult, Variant
+from wscat.io import write_json
+
+
+@dataclass(frozen=True)
+class AutoAttackResult:
+    """Accuracies in percent. `after[attack]` is the robust accuracy after that attack (cumulative,
+    AutoAttack's order); `clean` is AutoAttack's own count of correct points before the attacks."""
+
+    accuracy: float
+    clean: float
+    after: dict[str, float]
+    warnings: list[str]
+    settings: dict[str, Any]
+    n_examples: int
+    n_shards: int
+
+
+def _digest(*tensors: torch.Tensor) -> str:
+    h = hashlib.sha256()
+    for tensor in tensors:
+        h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _load(path: Path, key: str) -> ShardResult | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("key") != key:
+        return None
+    return ShardResult(clean=data["clean"], flipped=data["flipped"], robust=data["robust"],
+                       warnings=data["warnings"])
+
+
+def autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, variant: Variant,
+                        eps: float, seed: int, batch_size: int, shard_size: int,
+                        shard_dir: Path | None = None) -> AutoAttackResult:
+    """AutoAttack `variant` on (x, y), shard by shard; finished shards are kept in `shard_dir`."""
+    from wscat.models import LogitsOnly
+
+    logits = LogitsOnly(model).eval()
+    with torch.no_grad():
+        n_classes = logits(x[:1]).shape[1]
+    adversary = autoattack.build(logits, variant=variant, eps=eps, seed=seed, n_classes=n_classes,
+                                 device=x.device)
+    config = autoattack.settings(adversary)
+    model_digest = _digest(*model.state_dict().values())
+    results: list[ShardResult] = []
+    starts = range(0, len(x), shard_size)
+    for number, start in enumerate(starts):
+        part = slice(start, min(start + shard_size, len(x)))
+        key = hashlib.sha256(json.dumps({
+            "model": model_digest, "inputs": _digest(x[part], y[part]), "variant": variant,
+            "settings": config, "eps": eps, "seed": seed, "batch_size": batch_size,
+            "device": x.device.type, "pyautoattack": autoattack.library_version(),
+            "torch": torch.__version__}, sort_keys=True).encode()).hexdigest()
+        path = None if shard_dir is None else shard_dir / f"aa-{variant}-{number:05d}.json"
+        result = _load(path, key) if path is not None else None
+        if result is None:
+            result = autoattack.run_shard(adversary, logits, x[part], y[part], eps=eps,
+                                          batch_size=batch_size)
+            if path is not None:
+                write_json(path, {"key": key, **result.__dict__})
+            status = "done"
+        else:
+            status = "resumed from disk"
+        print(f"AutoAttack {variant}: shard {number + 1}/{len(starts)} {status}", file=sys.stderr)
+        results.append(result)
+    n = max(len(x), 1)
+    clean = sum(r.clean for r in results)
+    after, left = {}, clean
+    for attack in config["order"]:
+        left -= sum(r.flipped.get(attack, 0) for r in results)
+        after[attack] = 100.0 * left / n
+    return AutoAttackResult(
+        accuracy=100.0 * sum(sum(r.robust) for r in results) / n, clean=100.0 * clean / n,
+        after=after, warnings=list(dict.fromkeys(w for r in results for w in r.warnings)),
+        settings=config, n_examples=len(x), n_shards=len(results))
