@@ -154,7 +154,7 @@ def tiny_tier_params() -> dict:
     params["experiments"]["digits-ablation"] = {**params["experiments"]["digits"],
                                                 "methods": ["wscat", "wscat-fixed", "wscat-self",
                                                             "wscat-std"]}
-    tier = params["paper"]["digits"]
+    tier = real_params()["paper"]["digits"]
     params["paper"] = {"digits": tier}
     tier["supervised"]["runs"] = [{"dataset": "digits", "models": ["cnn"]}]
     tier["beta"]["values"] = [0.0, 0.05, 0.5]

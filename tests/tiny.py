@@ -13,6 +13,7 @@ def tiny_params(epochs: int = 2) -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params = copy.deepcopy(params)
     params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1]}}
+    params.pop("paper")  # its tiers name the other experiments (tests/test_paper.py adds it back)
     params["training"]["digits"]["epochs"] = epochs
     params["datasets"]["digits"]["train_steps"] = 3
     params["evaluation"]["n_examples"] = 40

@@ -44,9 +44,11 @@ def validate_params(params: dict[str, Any]) -> dict[str, Any]:
         else:
             message = f"bad value in params.yaml at {_where(error)}: {error.message}"
         raise ConfigError(message + " (see workflow/schemas/params.schema.yaml)")
-    _check_paper(params)
-    params = expand_paper(params)
     _check_references(params)
+    _check_paper(params)
+    if params.get("paper"):
+        params = expand_paper(params)
+        _check_references(params)  # the generated methods and datasets
     return params
 
 
