@@ -17,7 +17,8 @@ def falls_monotonically(values: list[float], accuracies: list[float], *, toleran
     """Accuracy (%) must not rise by more than `tolerance` points as `what` grows."""
     rises = [(a, b, acc_a, acc_b) for a, b, acc_a, acc_b
              in zip(values, values[1:], accuracies, accuracies[1:]) if acc_b > acc_a + tolerance]
-    detail = (f"PGD accuracy does not rise as {what} grows (tolerance {tolerance} points)"
+    growing = {"steps": "with more steps", "eps": "with a larger eps"}.get(what, f"as {what} grows")
+    detail = (f"PGD accuracy does not rise {growing} (tolerance {tolerance} points)"
               if not rises else
               "; ".join(f"PGD accuracy rises from {p:.2f}% ({what} {a}) to {q:.2f}% ({what} {b})"
                         for a, b, p, q in rises))
