@@ -1,9 +1,13 @@
 # wscat: Weakly Supervised Contrastive Adversarial Training (Zhang et al., CVPR 2025), reproduced.
 #
 #   snakemake --cores 2 --resources gpu=1 -- results/tables/digits.tex
+#   snakemake --report results/report.html -- results/tables/digits.tex   # browse the results
+#   snakemake --sdm conda --cores 2 -- results/tables/digits.tex  # each rule in workflow/envs/wscat.yaml
 #
 # Every knob is in params.yaml (validated against workflow/schemas/params.schema.yaml by
-# workflow/rules/common.smk when the workflow loads); every rule calls one `wscat` subcommand.
+# workflow/rules/common.smk when the workflow loads); every rule calls one `wscat` subcommand,
+# runs in the conda environment workflow/envs/wscat.yaml when asked to (--sdm conda), and marks
+# the results a reader browses with report(..., caption="../report/<rule>.rst").
 # The `--` ends --resources, which takes any number of values.
 
 from snakemake.utils import min_version
@@ -14,6 +18,9 @@ min_version("9.0")
 configfile: "params.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
@@ -21,6 +28,13 @@ include: "workflow/rules/pseudo.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/paper.smk"
+
+
+# Until the rules of workflow/rules/report.smk carry their own `conda:` line, they get the one
+# every other rule names (snakemake --lint asks for a software environment on every rule).
+for rule_ in workflow.rules:
+    if str(rule_.snakefile).endswith("report.smk") and not rule_.conda_env:
+        rule_.conda_env = "../envs/wscat.yaml"
 
 
 localrules:

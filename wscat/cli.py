@@ -1,6 +1,6 @@
-"""`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, and the paper's tables and
-figures (paper-table, paper-compare, paper-figure, paper-index, curves, validate). Bad input:
-one line, exit 2."""
+"""`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, export, and the paper's
+tables and figures (paper-table, paper-compare, paper-figure, paper-index, curves, validate).
+Bad input: one line, exit 2."""
 from __future__ import annotations
 
 import argparse
@@ -63,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", type=Path, required=True)
     p.add_argument("metrics", type=Path, nargs="+", help="per-(method, seed) metrics JSON files")
 
+    p = steps.add_parser("export", help="a checkpoint as a RobustBench-style entry (JSON + state dict)")
+    p.add_argument("--checkpoint", type=Path, required=True, help="e.g. results/models/.../best.pt")
+    p.add_argument("--metrics", type=Path, required=True,
+                   help="its run's metrics JSON (results/metrics/...): clean and AutoAttack accuracy")
+    p.add_argument("--out", type=Path, required=True,
+                   help="the entry, NAME.json; the state dict goes to NAME.pt beside it")
+    p.add_argument("--name", default=None, help="model name (default: method-dataset-model-seedN)")
+
     from wscat.report import commands
 
     commands.add_parsers(steps, _common)
@@ -91,6 +99,13 @@ def _check_names(params: dict, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.step == "export":  # reads the checkpoint and its metrics only, no params file
+        from wscat.export import export_model
+
+        entry = export_model(args.checkpoint, args.metrics, args.out, name=args.name)
+        print(f"exported {entry['name']}: clean {entry['clean_acc']}%, AutoAttack "
+              f"{entry['autoattack_acc']}% at eps {entry['eps']} -> {args.out}, {entry['state_dict']}")
+        return
     from wscat.report import commands
 
     params = load_params(args.params) if hasattr(args, "params") else None

@@ -4,6 +4,8 @@ The helpers name the files one job needs from another and pick the params.yaml s
 job depends on: Snakemake re-runs a job when its params change, so a params.yaml edit re-runs
 exactly the affected jobs.
 """
+
+import csv
 import json
 import os
 import sys
@@ -14,6 +16,8 @@ from snakemake.utils import validate
 
 from wscat.config import ConfigError, evaluation_for, method_for, validate_params
 from wscat.data import archive_status, raw_files
+from wscat.evaluation import ATTACKS
+from wscat.methods import display_name
 
 
 wildcard_constraints:
@@ -65,8 +69,10 @@ def get_params_path():
     path = (workflow.overwrite_configfiles or workflow.configfiles)[-1]
     with open(path) as handle:
         if validate_params(yaml.safe_load(handle)) != config:
-            stop(f"the effective config differs from {path}; wscat subcommands read one params "
-                 "file, so pass a whole params file with --configfile instead of --config overrides")
+            stop(
+                f"the effective config differs from {path}; wscat subcommands read one params "
+                "file, so pass a whole params file with --configfile instead of --config overrides"
+            )
     return str(path)
 
 
@@ -76,6 +82,7 @@ def to_json(section):
 
 
 # --- targets -------------------------------------------------------------------------------
+
 
 def get_all_targets():
     """Every experiment's table."""
@@ -89,12 +96,17 @@ def get_experiment(wildcards):
 def get_experiment_metrics(wildcards):
     """The per-(method, seed) metrics an experiment's table aggregates."""
     experiment = get_experiment(wildcards)
-    return expand("results/metrics/{dataset}/{model}/{method}/seed{seed}.json",
-                  dataset=experiment["dataset"], model=experiment["model"],
-                  method=experiment["methods"], seed=experiment["seeds"])
+    return expand(
+        "results/metrics/{dataset}/{model}/{method}/seed{seed}.json",
+        dataset=experiment["dataset"],
+        model=experiment["model"],
+        method=experiment["methods"],
+        seed=experiment["seeds"],
+    )
 
 
 # --- data ----------------------------------------------------------------------------------
+
 
 def get_raw_files(dataset):
     """The archives a dataset is read from (none for the embedded default), as strings."""
@@ -131,6 +143,7 @@ def get_split_input(wildcards):
 
 # --- split ---------------------------------------------------------------------------------
 
+
 def get_split(wildcards):
     return f"results/splits/{wildcards.dataset}/seed{wildcards.seed}.npz"
 
@@ -142,6 +155,7 @@ def get_split_params(wildcards):
 
 
 # --- train ---------------------------------------------------------------------------------
+
 
 def get_method(wildcards):
     return method_for(config, wildcards.method, wildcards.dataset)
@@ -156,7 +170,9 @@ def get_pseudo_input(wildcards):
         inputs["generated"] = method["generated"]
         if method.get("generated_labeler"):
             path = "results/models/{w.dataset}/{w.model}/{labeler}/seed{w.seed}/best.pt"
-            inputs["labeler_checkpoint"] = path.format(w=wildcards, labeler=method["generated_labeler"])
+            inputs["labeler_checkpoint"] = path.format(
+                w=wildcards, labeler=method["generated_labeler"]
+            )
     if method["data"] == "pseudo":
         path = "results/pseudo/{w.dataset}/{w.model}/{labeler}/seed{w.seed}.npz"
         inputs["pseudo"] = path.format(w=wildcards, labeler=method["labeler"])
@@ -179,23 +195,29 @@ def get_train_params(wildcards):
     """What training reads: the dataset (threat model, augmentation), its schedule, the method,
     and the steps of the validation attack that selects best.pt."""
     evaluation = evaluation_for(config, wildcards.dataset)
-    return to_json({
-        "dataset": config["datasets"][wildcards.dataset],
-        "training": config["training"][wildcards.dataset],
-        "model": config["models"][wildcards.model],
-        "method": method_for(config, wildcards.method, wildcards.dataset),
-        "validation": {key: evaluation[key] for key in ("pgd_steps", "cw_steps")},
-    })
+    return to_json(
+        {
+            "dataset": config["datasets"][wildcards.dataset],
+            "training": config["training"][wildcards.dataset],
+            "model": config["models"][wildcards.model],
+            "method": method_for(config, wildcards.method, wildcards.dataset),
+            "validation": {key: evaluation[key] for key in ("pgd_steps", "cw_steps")},
+        }
+    )
 
 
 # --- pseudo-label --------------------------------------------------------------------------
 
+
 def get_labeler_checkpoint(wildcards):
     """Pseudo-labels come from the labeler's selected checkpoint."""
-    return "results/models/{w.dataset}/{w.model}/{w.labeler}/seed{w.seed}/best.pt".format(w=wildcards)
+    return "results/models/{w.dataset}/{w.model}/{w.labeler}/seed{w.seed}/best.pt".format(
+        w=wildcards
+    )
 
 
 # --- evaluate ------------------------------------------------------------------------------
+
 
 def get_checkpoint(wildcards):
     """The checkpoint evaluation attacks: best (validation-selected) or last, per params.yaml."""
@@ -206,12 +228,62 @@ def get_checkpoint(wildcards):
 def get_evaluate_params(wildcards):
     """The attack suite and the dataset's threat model."""
     dataset = config["datasets"][wildcards.dataset]
-    return to_json({"evaluation": evaluation_for(config, wildcards.dataset),
-                    "threat": {key: dataset[key] for key in ("eps", "eval_step_size")},
-                    "deterministic": config["training"][wildcards.dataset]["deterministic"]})
+    return to_json(
+        {
+            "evaluation": evaluation_for(config, wildcards.dataset),
+            "threat": {key: dataset[key] for key in ("eps", "eval_step_size")},
+            "deterministic": config["training"][wildcards.dataset]["deterministic"],
+        }
+    )
+
+
+# --- report: the columns `snakemake --report` shows beside each result --------------------------
+# Label functions run when the report is built, so they may read the finished output.
+
+
+def get_train_labels(wildcards, output):
+    """A training run: its method, seed, epochs and last validation scores (train_log.csv)."""
+    with open(output.log) as handle:
+        rows = list(csv.DictReader(handle))
+    last = {key: value for row in rows for key, value in row.items() if value}
+    robust = next(
+        (f"{key[4:].upper()} {last[key]}" for key in ("val_cw", "val_pgd") if key in last), "-"
+    )
+    return {
+        "method": display_name(wildcards.method),
+        "seed": wildcards.seed,
+        "epochs": len(rows),
+        "val natural": last.get("val_natural", "-"),
+        "val robust": robust,
+    }
+
+
+def get_metrics_labels(wildcards, output):
+    """A run's test accuracies (%), as in the experiment tables."""
+    with open(output[0]) as handle:
+        accuracy = json.load(handle)["accuracy"]
+    order = [*ATTACKS, "Mean"]  # the tables' row order
+    attacks = sorted(accuracy, key=lambda name: order.index(name) if name in order else len(order))
+    return {
+        "method": display_name(wildcards.method),
+        "seed": wildcards.seed,
+        **{attack: f"{accuracy[attack]:.2f}" for attack in attacks},
+    }
+
+
+def get_pseudo_labels(wildcards, output):
+    """A labeler's accuracy on the unlabelled part (%)."""
+    with open(output.metrics) as handle:
+        accuracy = json.load(handle)["accuracy"]
+    return {
+        "labeler": display_name(wildcards.labeler),
+        "seed": wildcards.seed,
+        "accuracy": f"{accuracy:.2f}",
+    }
 
 
 # --- table ---------------------------------------------------------------------------------
+
 
 def get_table_params(wildcards):
     return to_json(get_experiment(wildcards))

@@ -8,11 +8,13 @@ for fetch_rule, fetch_dataset, fetch_files in get_fetch_groups():
             fetch_files,
         log:
             f"results/logs/fetch/{fetch_dataset}.log",
+        localrule: True  # downloads need the submitting node's network
+        conda:
+            "../envs/wscat.yaml"
+        threads: 1
         params:
             params_file=PARAMS,
             dataset=fetch_dataset,
-        threads: 1
-        localrule: True  # downloads need the submitting node's network
         shell:
             "wscat fetch --params {params.params_file} --dataset {params.dataset} > {log} 2>&1"
 
@@ -25,10 +27,12 @@ rule split:
         "results/splits/{dataset}/seed{seed}.npz",
     log:
         "results/logs/split/{dataset}/seed{seed}.log",
+    conda:
+        "../envs/wscat.yaml"
+    threads: 1
     params:
         params_file=PARAMS,
         split=get_split_params,
-    threads: 1
     shell:
         "wscat split --params {params.params_file} --dataset {wildcards.dataset}"
         " --seed {wildcards.seed} --out {output} > {log} 2>&1"

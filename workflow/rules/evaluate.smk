@@ -4,15 +4,23 @@ rule evaluate:
         split=get_split,
         checkpoint=get_checkpoint,
     output:
-        "results/metrics/{dataset}/{model}/{method}/seed{seed}.json",
+        report(
+            "results/metrics/{dataset}/{model}/{method}/seed{seed}.json",
+            caption="../report/evaluate.rst",
+            category="Per-run metrics",
+            subcategory="{dataset} / {model}",
+            labels=get_metrics_labels,
+        ),
     log:
         "results/logs/evaluate/{dataset}/{model}/{method}/seed{seed}.log",
-    params:
-        params_file=PARAMS,
-        config=get_evaluate_params,
+    conda:
+        "../envs/wscat.yaml"
     threads: 1
     resources:
         gpu=1,
+    params:
+        params_file=PARAMS,
+        config=get_evaluate_params,
     shell:
         "wscat evaluate --params {params.params_file} --dataset {wildcards.dataset}"
         " --model {wildcards.model} --method {wildcards.method} --seed {wildcards.seed}"

@@ -5,14 +5,22 @@ rule pseudo_label:
         checkpoint=get_labeler_checkpoint,
     output:
         labels="results/pseudo/{dataset}/{model}/{labeler}/seed{seed}.npz",
-        metrics="results/pseudo/{dataset}/{model}/{labeler}/seed{seed}.json",
+        metrics=report(
+            "results/pseudo/{dataset}/{model}/{labeler}/seed{seed}.json",
+            caption="../report/pseudo.rst",
+            category="Pseudo-labels",
+            subcategory="{dataset} / {model}",
+            labels=get_pseudo_labels,
+        ),
     log:
         "results/logs/pseudo_label/{dataset}/{model}/{labeler}/seed{seed}.log",
-    params:
-        params_file=PARAMS,
+    conda:
+        "../envs/wscat.yaml"
     threads: 1
     resources:
         gpu=1,
+    params:
+        params_file=PARAMS,
     shell:
         "wscat pseudo-label --params {params.params_file} --dataset {wildcards.dataset}"
         " --model {wildcards.model} --labeler {wildcards.labeler} --seed {wildcards.seed}"

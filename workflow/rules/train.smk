@@ -6,17 +6,26 @@ rule train:
     output:
         best="results/models/{dataset}/{model}/{method}/seed{seed}/best.pt",
         last="results/models/{dataset}/{model}/{method}/seed{seed}/last.pt",
-        log="results/models/{dataset}/{model}/{method}/seed{seed}/train_log.csv",
+        log=report(
+            "results/models/{dataset}/{model}/{method}/seed{seed}/train_log.csv",
+            caption="../report/train.rst",
+            category="Training",
+            subcategory="{dataset} / {model}",
+            labels=get_train_labels,
+        ),
+        curves=directory("results/models/{dataset}/{model}/{method}/seed{seed}/dvclive"),
     log:
         "results/logs/train/{dataset}/{model}/{method}/seed{seed}.log",
+    conda:
+        "../envs/wscat.yaml"
+    threads: 1
+    resources:
+        gpu=1,
     params:
         params_file=PARAMS,
         pseudo=get_pseudo_flag,
         out_dir=get_out_dir,
         config=get_train_params,
-    threads: 1
-    resources:
-        gpu=1,
     shell:
         "wscat train --params {params.params_file} --dataset {wildcards.dataset}"
         " --model {wildcards.model} --method {wildcards.method} --seed {wildcards.seed}"

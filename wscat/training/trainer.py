@@ -2,6 +2,9 @@
 
 Randomness is drawn from a generator seeded by (seed, epoch), so a run killed after epoch k and
 resumed from its last checkpoint continues bit for bit as if it had never stopped.
+
+Per-epoch metrics go to train_log.csv and to DVCLive (out_dir/dvclive/), whose files
+`dvc plots show` and `dvc plots diff` render as learning curves.
 """
 from __future__ import annotations
 
@@ -31,6 +34,10 @@ from wscat.training.ema import make_ema, update_ema
 from wscat.training.schedule import make_scheduler
 from wscat.training.speed import (Precision, autocast, configure_backend, prepare_model,
                                   to_unit)
+
+# Columns of a history row that are not curves: the step itself and wall-clock time (which
+# differs between two otherwise identical runs).
+NOT_CURVES = ("epoch", "seconds")
 
 
 @dataclass
@@ -91,6 +98,36 @@ def _write_log(path: Path, history: list[dict[str, Any]]) -> None:
     writer.writeheader()
     writer.writerows(history)
     write_text(path, buffer.getvalue())
+
+
+def _open_curves(directory: Path, history: list[dict[str, Any]]):
+    """A DVCLive logger on `directory`, holding exactly the epochs in `history`.
+
+    The directory is rebuilt from the checkpoint's history rather than resumed from its own
+    files: a run killed between logging an epoch and checkpointing it would otherwise log that
+    epoch twice, and Snakemake deletes a job's outputs before it reruns it.
+    """
+    from dvclive import Live
+
+    class Curves(Live):
+        # DVC tracks these files through dvc.yaml's stages; DVCLive's own experiment
+        # bookkeeping (and its `dvc init` of a git repository that has no DVC) stays off.
+        def _init_dvc(self) -> None:
+            self._dvc_repo = None
+
+    live = Curves(str(directory), resume=False, save_dvc_exp=False, dvcyaml=False)
+    for row in history:
+        _log_epoch(live, row)
+    return live
+
+
+def _log_epoch(live: Any, row: dict[str, Any]) -> None:
+    """One history row as DVCLive step `epoch` (1-based, like train_log.csv)."""
+    live.step = row["epoch"]
+    for name, value in row.items():
+        if name not in NOT_CURVES:
+            live.log_metric(name, value)
+    live.make_summary()
 
 
 def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Module,
@@ -154,6 +191,7 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
             print(f"resuming {run.method} seed {run.seed} from epoch {start_epoch}", file=sys.stderr)
         else:
             print("ignoring resume/last.pt: it was made with other params", file=sys.stderr)
+    curves = _open_curves(out_dir / "dvclive", history)
 
     # Data lives on the training device (uint8 for the big datasets: 4x less memory); a batch is
     # gathered and converted there, so the inner loop never waits on the host.
@@ -221,6 +259,7 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
                                                          "best": best, "meta": meta})
         row["seconds"] = round(time.perf_counter() - started, 3)
         history.append(row)
+        _log_epoch(curves, row)
         save_checkpoint(resume_dir / "last.pt", {
             "model": model.state_dict(), "ema": ema.state_dict(), "method": method.state_dict(),
             "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),

@@ -1,0 +1,86 @@
+"""Per-epoch training metrics through DVCLive: the same numbers as train_log.csv, and a killed and
+resumed run leaves exactly the log of a run that never stopped."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.tiny import tiny_params
+from wscat import pipeline
+from wscat.config import RunConfig
+from wscat.data import load_dataset, make_split
+from wscat.training import train
+from wscat.training import trainer as trainer_module
+
+
+@pytest.fixture(scope="module")
+def trades_run():
+    params = tiny_params(epochs=2)
+    source = load_dataset("digits")
+    split = make_split("digits", source.labels.numpy(), num_classes=10, seed=1, test_fraction=0.2,
+                       labelled=300, val_fraction=0.2, val_max=2000)
+    run = RunConfig.from_params(params, dataset="digits", model="cnn", method="trades", seed=1)
+    return run, lambda: pipeline.training_data(source, split, "labelled", None)
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory: pytest.TempPathFactory, trades_run) -> Path:
+    """A run that was never interrupted."""
+    run, data = trades_run
+    out_dir = tmp_path_factory.mktemp("straight")
+    train(run, data(), out_dir)
+    return out_dir
+
+
+def curves(run_dir: Path) -> dict[str, list[dict[str, str]]]:
+    """{metric: rows} of a DVCLive folder's metric files."""
+    found = {}
+    for path in sorted((run_dir / "dvclive" / "plots" / "metrics").glob("*.tsv")):
+        with open(path, newline="") as handle:
+            found[path.stem] = list(csv.DictReader(handle, delimiter="\t"))
+    return found
+
+
+def test_dvclive_logs_every_epoch_of_the_training_log(straight: Path) -> None:
+    with open(straight / "train_log.csv", newline="") as handle:
+        history = list(csv.DictReader(handle))
+    logged = curves(straight)
+    assert set(logged) == set(history[0]) - {"epoch", "seconds"}  # loss terms, lr, validation
+    for metric, rows in logged.items():
+        assert list(rows[0]) == ["step", metric]  # no wall-clock column: identical runs, identical files
+        assert [(row["step"], float(row[metric])) for row in rows] == [
+            (row["epoch"], float(row[metric])) for row in history if row[metric]]
+    summary = json.loads((straight / "dvclive" / "metrics.json").read_text())
+    assert summary["step"] == len(history) and summary["loss"] == float(history[-1]["loss"])
+    assert not (straight / "dvclive" / "dvc.yaml").exists()  # dvc.yaml is generated, not DVCLive's
+
+
+def test_a_resumed_run_continues_its_dvclive_log_exactly(
+        tmp_path: Path, trades_run, straight: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after DVCLive logged epoch 2 but before epoch 2's checkpoint was written: the
+    resumed run retrains epoch 2 and must not log it twice."""
+    run, data = trades_run
+
+    real_save = trainer_module.save_checkpoint
+    epochs_saved = []
+
+    def die_before_second_epoch_checkpoint(path: Path, state: dict) -> None:
+        if path.name == "last.pt":
+            if len(epochs_saved) == 1:
+                raise KeyboardInterrupt("killed while checkpointing epoch 2")
+            epochs_saved.append(state["epoch"])
+        real_save(path, state)
+
+    monkeypatch.setattr(trainer_module, "save_checkpoint", die_before_second_epoch_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        train(run, data(), tmp_path / "killed")
+    assert [row["step"] for row in curves(tmp_path / "killed")["loss"]] == ["1", "2"]
+    monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
+    train(run, data(), tmp_path / "killed")
+    assert curves(tmp_path / "killed") == curves(straight)
+    summaries = [json.loads((path / "dvclive" / "metrics.json").read_text())
+                 for path in (straight, tmp_path / "killed")]
+    assert summaries[0] == summaries[1]

@@ -1,0 +1,84 @@
+"""Screenshot a Snakemake HTML report with headless Chromium (Debian's `chromium` package).
+
+    python workflow/scripts/report_screenshot.py results/report.html docs/report.png
+
+The report is a single-page app; the screenshot shows one of its result categories (by default
+the per-run metrics table) rather than the start page. The report file itself is not changed:
+a copy with two extra lines (size the panes by the window; open that category once the page has
+loaded) is rendered.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def find_chromium() -> str | None:
+    """The first headless-capable Chromium on PATH, or None."""
+    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
+
+
+def screenshot(report: Path, png: Path, *, category: str | None = "Per-run metrics",
+               width: int = 1280, height: int = 720, timeout: int = 120) -> Path:
+    """Render `report` (opened at `category`, or at its start page when None) into `png`."""
+    browser = find_chromium()
+    if browser is None:
+        raise FileNotFoundError(f"no Chromium on PATH (tried {', '.join(BROWSERS)}); "
+                                "on Debian: apt-get install chromium")
+    # The report sizes its panes by the screen (100vh), which headless Chromium reports shorter
+    # than the window: size them by the window instead.
+    extra = ("<style>html, body, #app { height: 100%; } "
+             ".h-screen { height: 100% !important; }</style>")
+    if category is not None:
+        # `app` (the report's React root) exists once the page has rendered; ask until it shows
+        # the category (a request made before React has mounted the app is dropped).
+        extra += ("<script>(function open(tries) { if (typeof app !== 'undefined' && app "
+                  f"&& app.state.category === {json.dumps(category)}) return; "
+                  "if (typeof app !== 'undefined' && app && document.querySelector('#app > *')) "
+                  f"app.showCategory({json.dumps(category)}); "
+                  "if (tries > 0) setTimeout(() => open(tries - 1), 100); })(100);</script>")
+    html = report.read_text()
+    end = html.rindex("</body>")  # the page's own; bundled scripts contain the string too
+    html = html[:end] + extra + "\n" + html[end:]
+    png = png.resolve()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "report.html"
+        page.write_text(html)
+        done = subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             f"--user-data-dir={Path(tmp) / 'profile'}", f"--window-size={width},{height}",
+             "--virtual-time-budget=10000", f"--screenshot={png}", page.as_uri()],
+            capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0 or not png.is_file():
+        raise RuntimeError(f"{browser} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return png
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report", type=Path, help="the HTML report (snakemake --report)")
+    parser.add_argument("png", type=Path, help="where to write the screenshot")
+    parser.add_argument("--category", default="Per-run metrics",
+                        help="result category to open (default: %(default)s); '' for the start page")
+    parser.add_argument("--size", default="1280x720", help="window size, WIDTHxHEIGHT")
+    args = parser.parse_args(argv)
+    width, height = map(int, args.size.split("x"))
+    try:
+        screenshot(args.report, args.png, category=args.category or None, width=width,
+                   height=height)
+    except (FileNotFoundError, RuntimeError) as error:
+        print(f"report_screenshot: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Share a trained model as a RobustBench-style entry: a JSON record beside a state-dict file.
+
+The JSON carries RobustBench's model-info fields (name, dataset, threat model, eps,
+architecture, clean and AutoAttack accuracy, ...) taken from a checkpoint and its metrics file,
+plus a `wscat` block with what is needed to rebuild the model; the state dict (the EMA weights
+that were evaluated) sits in NAME.pt, named and hashed in the JSON.
+
+    wscat export --checkpoint results/models/digits/cnn/wscat/seed1/best.pt \\
+        --metrics results/metrics/digits/cnn/wscat/seed1.json --out shared/wscat-digits.json
+
+    model = wscat.export.load_exported("shared/wscat-digits.json")   # eval mode, [0,1] inputs
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from wscat.checkpoint import load_checkpoint
+from wscat.io import atomic_path, write_json
+from wscat.methods import display_name
+
+FORMAT = "wscat-robustbench-entry-v1"
+
+
+def architecture_name(spec: dict[str, Any]) -> str:
+    """RobustBench's way of naming a model: WideResNet-28-10, ResNet-50, ..."""
+    kind = spec["architecture"]
+    if kind == "wideresnet":
+        return f"WideResNet-{spec['depth']}-{spec['width']}"
+    if kind == "resnet":
+        blocks = "" if spec.get("block", "bottleneck") == "bottleneck" else " (basic blocks)"
+        return f"ResNet-{spec['depth']}{blocks}"
+    options = ", ".join(f"{key} {value}" for key, value in spec.items() if key != "architecture")
+    return f"{kind.upper()} ({options})" if options else kind.upper()
+
+
+def eps_text(eps: float) -> str:
+    """8/255 as RobustBench writes it; other budgets (digits' 0.15) as decimals."""
+    in_levels = Fraction(eps).limit_denominator(255)
+    if in_levels.denominator == 255 and abs(float(in_levels) - eps) < 1e-9:
+        return f"{in_levels.numerator}/255"
+    return f"{eps:g}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *,
+                 name: str | None = None) -> dict[str, Any]:
+    """Write `out` (the JSON entry) and `out` with suffix .pt (the state dict); return the entry.
+
+    `metrics` must be the metrics file of this checkpoint's run (same dataset, model, method and
+    seed), as `wscat evaluate` wrote it.
+    """
+    checkpoint, metrics, out = Path(checkpoint), Path(metrics), Path(out)
+    if out.suffix != ".json":
+        raise ValueError(f"--out must name a .json file (the state dict goes beside it), not {out}")
+    state = load_checkpoint(checkpoint)
+    meta = state["meta"]
+    if not metrics.is_file():
+        raise FileNotFoundError(f"metrics file not found: {metrics} (run `wscat evaluate` first)")
+    result = json.loads(metrics.read_text())
+    run = (meta["dataset"], meta["model"], meta["method"], meta["seed"])
+    measured = tuple(result.get(key) for key in ("dataset", "model", "method", "seed"))
+    if measured != run:
+        raise ValueError(f"{metrics} is the evaluation of {'/'.join(map(str, measured))}, not of "
+                         f"the checkpoint's run {'/'.join(map(str, run))}")
+    accuracy, manifest = result["accuracy"], result["manifest"]
+    name = name or f"{meta['method']}-{meta['dataset']}-{meta['model']}-seed{meta['seed']}"
+    weights = out.with_suffix(".pt")
+    with atomic_path(weights) as tmp:
+        torch.save(state["ema"], tmp)
+    aa = manifest.get("attacks", {}).get("AA", {})
+    aa_images = aa.get("n_examples", manifest["n_examples"])
+    entry = {
+        "name": name,
+        "dataset": meta["dataset"],
+        "threat_model": "Linf",
+        "eps": eps_text(manifest["eps"]),
+        "architecture": architecture_name(meta["model_spec"]),
+        "clean_acc": f"{accuracy['Natural']:.2f}",
+        "autoattack_acc": f"{accuracy['AA']:.2f}",
+        "additional_data": False,  # the unlabelled images are the dataset's own training images
+        "number_forward_passes": 1,
+        "footnote": (f"{display_name(meta['method'])} trained by wscat, seed {meta['seed']}; "
+                     f"AutoAttack {aa.get('version', 'standard')} on {aa_images} test images, "
+                     f"the other attacks on {manifest['n_examples']}."),
+        "state_dict": weights.name,
+        "state_dict_sha256": _sha256(weights),
+        "wscat": {
+            "format": FORMAT,
+            "method": meta["method"],
+            "seed": meta["seed"],
+            "model": meta["model"],
+            "model_spec": meta["model_spec"],
+            "in_channels": meta["in_channels"],
+            "num_classes": meta["num_classes"],
+            "mean": meta["mean"],
+            "std": meta["std"],
+            "input_range": [0.0, 1.0],  # the model normalises inside
+            "checkpoint_epoch": state.get("epoch"),
+            "accuracy": accuracy,
+            "manifest": manifest,
+        },
+    }
+    write_json(out, entry)
+    for path in (weights, out):  # files to share: readable by others, as a plain copy would be
+        os.chmod(path, 0o644)
+    return entry
+
+
+def load_exported(entry: str | Path, device: str | torch.device = "cpu") -> nn.Module:
+    """The model of an exported entry, in eval mode, after checking the state dict's hash."""
+    entry = Path(entry)
+    info = json.loads(entry.read_text())
+    if info.get("wscat", {}).get("format") != FORMAT:
+        raise ValueError(f"{entry} is not a {FORMAT} entry")
+    weights = entry.parent / info["state_dict"]
+    if _sha256(weights) != info["state_dict_sha256"]:
+        raise ValueError(f"{weights} does not match the sha256 recorded in {entry}")
+    from wscat.models import build_model
+
+    spec = info["wscat"]
+    model = build_model(**spec["model_spec"], in_channels=spec["in_channels"],
+                        num_classes=spec["num_classes"], mean=tuple(spec["mean"]),
+                        std=tuple(spec["std"]))
+    model.load_state_dict(torch.load(weights, map_location=device, weights_only=True))
+    return model.to(device).eval()
