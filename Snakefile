@@ -30,13 +30,6 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/paper.smk"
 
 
-# Until the rules of workflow/rules/report.smk carry their own `conda:` line, they get the one
-# every other rule names (snakemake --lint asks for a software environment on every rule).
-for rule_ in workflow.rules:
-    if str(rule_.snakefile).endswith("report.smk") and not rule_.conda_env:
-        rule_.conda_env = "../envs/wscat.yaml"
-
-
 localrules:
     all,
     split,

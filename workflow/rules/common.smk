@@ -16,6 +16,7 @@ from snakemake.utils import validate
 
 from wscat.config import ConfigError, evaluation_for, method_for, validate_params
 from wscat.data import archive_status, raw_files
+from wscat.report import paper as paper_files
 from wscat.evaluation import ATTACKS
 from wscat.methods import display_name
 
@@ -27,6 +28,9 @@ wildcard_constraints:
     method=r"[a-z][a-z0-9.-]*",
     labeler=r"[a-z][a-z0-9-]*",
     seed=r"\d+",
+    tier=r"[a-z][a-z0-9_-]*",
+    label=r"(Tab|tab)-[A-Za-z0-9-]+(?<!-vs-paper)",
+    figure=r"Fig-[a-z]+",
 
 
 # The keys of a dataset section that decide its split; the threat model and augmentation
@@ -287,6 +291,37 @@ def get_pseudo_labels(wildcards, output):
 
 def get_table_params(wildcards):
     return to_json(get_experiment(wildcards))
+
+
+# --- the paper's tables and figures (paper.smk) ------------------------------------------
+
+
+def get_paper_table_input(wildcards):
+    try:
+        return paper_files.table_inputs(config, wildcards.tier, wildcards.label)
+    except ConfigError as error:
+        stop(str(error))
+
+
+def get_paper_figure_input(wildcards):
+    try:
+        return paper_files.figure_inputs(config, wildcards.tier, wildcards.figure)
+    except ConfigError as error:
+        stop(str(error))
+
+
+def get_paper_section(wildcards):
+    """What a tier's outputs read from params.yaml: the tier, and every experiment it names."""
+    tier = paper_files.tier_spec(config, wildcards.tier)
+    experiments = {
+        e[part]["experiment"] for e in tier["datasets"] for part in ("performance", "ablation")
+    }
+    return to_json(
+        {
+            "tier": tier,
+            "experiments": {name: config["experiments"][name] for name in sorted(experiments)},
+        }
+    )
 
 
 validate_config()

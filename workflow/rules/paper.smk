@@ -3,36 +3,6 @@
 results/paper/{tier}/index.md builds them all; each table, companion and figure is a target too.
 wscat.report.paper names every input, for these rules and for the `wscat` commands alike.
 """
-from wscat.report import paper as paper_files
-
-
-wildcard_constraints:
-    tier=r"[a-z][a-z0-9_-]*",
-    label=r"(Tab|tab)-[A-Za-z0-9-]+(?<!-vs-paper)",
-    figure=r"Fig-[a-z]+",
-
-
-def get_paper_table_input(wildcards):
-    try:
-        return paper_files.table_inputs(config, wildcards.tier, wildcards.label)
-    except ConfigError as error:
-        stop(str(error))
-
-
-def get_paper_figure_input(wildcards):
-    try:
-        return paper_files.figure_inputs(config, wildcards.tier, wildcards.figure)
-    except ConfigError as error:
-        stop(str(error))
-
-
-def get_paper_section(wildcards):
-    """What a tier's outputs read from params.yaml: the tier, and every experiment it names."""
-    tier = paper_files.tier_spec(config, wildcards.tier)
-    experiments = {e[part]["experiment"] for e in tier["datasets"]
-                   for part in ("performance", "ablation")}
-    return to_json({"tier": tier,
-                    "experiments": {name: config["experiments"][name] for name in sorted(experiments)}})
 
 
 rule paper_table:
@@ -41,13 +11,21 @@ rule paper_table:
         get_paper_table_input,
     output:
         tex="results/paper/{tier}/{label}.tex",
-        csv="results/paper/{tier}/{label}.csv",
+        csv=report(
+            "results/paper/{tier}/{label}.csv",
+            caption="../report/paper_table.rst",
+            category="Paper tables",
+            subcategory="{tier}",
+            labels={"table": "{label}"},
+        ),
     log:
         "results/logs/paper/{tier}/{label}.log",
+    conda:
+        "../envs/wscat.yaml"
+    threads: 1
     params:
         params_file=PARAMS,
         config=get_paper_section,
-    threads: 1
     shell:
         "wscat paper-table --params {params.params_file} --tier {wildcards.tier}"
         " --label {wildcards.label} --tex {output.tex} --csv {output.csv} > {log} 2>&1"
@@ -59,9 +37,17 @@ rule paper_compare:
         "results/paper/{tier}/{label}.csv",
     output:
         tex="results/paper/{tier}/{label}-vs-paper.tex",
-        csv="results/paper/{tier}/{label}-vs-paper.csv",
+        csv=report(
+            "results/paper/{tier}/{label}-vs-paper.csv",
+            caption="../report/paper_compare.rst",
+            category="Paper tables",
+            subcategory="{tier}: ours against the paper",
+            labels={"table": "{label}"},
+        ),
     log:
         "results/logs/paper/{tier}/{label}-vs-paper.log",
+    conda:
+        "../envs/wscat.yaml"
     threads: 1
     shell:
         "wscat paper-compare --label {wildcards.label} --table-csv {input}"
@@ -74,16 +60,24 @@ rule paper_figure:
         get_paper_figure_input,
     output:
         pdf="results/paper/{tier}/{figure}.pdf",
-        png="results/paper/{tier}/{figure}.png",
+        png=report(
+            "results/paper/{tier}/{figure}.png",
+            caption="../report/paper_figure.rst",
+            category="Paper figures",
+            subcategory="{tier}",
+            labels={"figure": "{figure}"},
+        ),
     log:
         "results/logs/paper/{tier}/{figure}.log",
+    conda:
+        "../envs/wscat.yaml"
+    threads: 1
+    resources:
+        gpu=1,
     params:
         params_file=PARAMS,
         config=get_paper_section,
         prefix=lambda wildcards, output: output.pdf[: -len(".pdf")],
-    threads: 1
-    resources:
-        gpu=1,
     shell:
         "wscat paper-figure --params {params.params_file} --tier {wildcards.tier}"
         " --figure {wildcards.figure} --out {params.prefix} --threads {threads} > {log} 2>&1"
@@ -95,10 +89,15 @@ rule paper_index:
         lambda wildcards: paper_files.tier_outputs(config, wildcards.tier),
     output:
         "results/paper/{tier}/index.md",
+    log:
+        "results/logs/paper/{tier}/index.log",
+    conda:
+        "../envs/wscat.yaml"
     params:
         params_file=PARAMS,
     shell:
         "wscat paper-index --params {params.params_file} --tier {wildcards.tier} --out {output}"
+        " > {log} 2>&1"
 
 
 rule curves:
@@ -107,12 +106,23 @@ rule curves:
         "results/models/{dataset}/{model}/{method}/seed{seed}/train_log.csv",
     output:
         pdf="results/curves/{dataset}/{model}/{method}/seed{seed}.pdf",
-        png="results/curves/{dataset}/{model}/{method}/seed{seed}.png",
+        png=report(
+            "results/curves/{dataset}/{model}/{method}/seed{seed}.png",
+            caption="../report/curves.rst",
+            category="Training curves",
+            subcategory="{dataset} / {model}",
+            labels={"method": "{method}", "seed": "{seed}"},
+        ),
+    log:
+        "results/logs/curves/{dataset}/{model}/{method}/seed{seed}.log",
+    conda:
+        "../envs/wscat.yaml"
     params:
         prefix=lambda wildcards, output: output.pdf[: -len(".pdf")],
     shell:
         "wscat curves --train-log {input} --out {params.prefix}"
         " --title '{wildcards.dataset} / {wildcards.model} / {wildcards.method} / seed {wildcards.seed}'"
+        " > {log} 2>&1"
 
 
 rule validate:
@@ -124,12 +134,14 @@ rule validate:
         "results/validation/{dataset}/{model}/{method}/seed{seed}.json",
     log:
         "results/logs/validate/{dataset}/{model}/{method}/seed{seed}.log",
-    params:
-        params_file=PARAMS,
-        config=get_evaluate_params,
+    conda:
+        "../envs/wscat.yaml"
     threads: 1
     resources:
         gpu=1,
+    params:
+        params_file=PARAMS,
+        config=get_evaluate_params,
     shell:
         "wscat validate --params {params.params_file} --dataset {wildcards.dataset}"
         " --model {wildcards.model} --method {wildcards.method} --seed {wildcards.seed}"

@@ -4,14 +4,21 @@ rule table:
         get_experiment_metrics,
     output:
         tex="results/tables/{experiment}.tex",
-        csv="results/tables/{experiment}.csv",
+        csv=report(
+            "results/tables/{experiment}.csv",
+            caption="../report/table.rst",
+            category="Tables",
+            labels={"experiment": "{experiment}"},
+        ),
         summary="results/metrics/{experiment}.json",
     log:
         "results/logs/table/{experiment}.log",
+    conda:
+        "../envs/wscat.yaml"
+    threads: 1
     params:
         params_file=PARAMS,
         experiment=get_table_params,
-    threads: 1
     shell:
         "wscat table --params {params.params_file} --experiment {wildcards.experiment}"
         " --tex {output.tex} --csv {output.csv} --summary {output.summary}"
