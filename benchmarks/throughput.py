@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import subprocess
 import sys
@@ -35,17 +34,11 @@ PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e1
 
 
 def machine(device: str, threads: int) -> str:
-    if device.startswith("cuda"):
-        return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
-    name = platform.processor() or "CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{name}, {threads} threads, torch {torch.__version__}"
+    """The hardware (wscat.pipeline.machine, as Tab-ap-time names it) and the torch version."""
+    from wscat.pipeline import machine as hardware
+
+    torch.set_num_threads(threads)
+    return f"{hardware(torch.device(device))}, torch {torch.__version__}"
 
 
 def _sync(device: torch.device) -> None:
