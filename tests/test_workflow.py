@@ -183,11 +183,12 @@ def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
     assert all(name.replace("_", r"\_") in header for name in names), header
     rows = [line.strip().split("&")[0] for line in tex.splitlines()
             if line.strip().startswith("{") and line.rstrip().endswith("\\\\")]
-    assert rows[1:] == ["{Natural}", "{FGSM}", "{PGD}", "{CW}", "{AA}", "{Mean}"], tex
+    assert rows[1:] == ["{Natural}", "{FGSM}", "{PGD}", "{CW}", "{AA (standard)}", "{Mean}",
+                        "{AA (paper's variant)}", "{NRF}"], tex
     with open(workdir / "results/tables/digits.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert sorted({row["method"] for row in table}) == sorted(names)
-    assert Counter(row["method"] for row in table) == {name: 6 for name in names}
+    assert Counter(row["method"] for row in table) == {name: 8 for name in names}
     summary = json.loads((workdir / "results/metrics/digits.json").read_text())
     assert sorted(summary) == sorted(methods)
 

@@ -54,7 +54,8 @@ def machine(device: torch.device) -> str:
                 break
     except OSError:
         pass
-    return f"{name} ({torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return f"{name} ({threads} thread{'s' if threads > 1 else ''})"
 
 
 def run_split(params: dict[str, Any], dataset: str, seed: int, out: Path) -> Split:

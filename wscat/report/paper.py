@@ -59,16 +59,29 @@ def tier_spec(params: dict[str, Any], tier: str) -> dict[str, Any]:
     return tiers[tier]
 
 
-def experiment_runs(params: dict[str, Any], experiment: str,
+def experiment(params: dict[str, Any], name: str, dataset: str | None = None) -> dict[str, Any]:
+    """An experiment a tier names: one clear error when params.yaml lacks it (a tier's
+    experiments are needed only when one of its targets is asked for)."""
+    spec = params["experiments"].get(name)
+    if spec is None:
+        raise ConfigError(f"the paper section names experiment '{name}', which params.yaml's "
+                          "experiments: lacks; add it back to build the paper's tables and figures")
+    if dataset is not None and spec["dataset"] != dataset:
+        raise ConfigError(f"experiment '{name}' is on dataset '{spec['dataset']}', but the paper "
+                          f"section uses it for '{dataset}'")
+    return spec
+
+
+def experiment_runs(params: dict[str, Any], experiment_name: str,
                     methods: list[str] | None = None) -> list[Run]:
-    spec = params["experiments"][experiment]
+    spec = experiment(params, experiment_name)
     return [Run(spec["dataset"], spec["model"], method, seed)
             for method in (methods or spec["methods"]) for seed in spec["seeds"]]
 
 
 def dataset_model(params: dict[str, Any], entry: dict[str, Any]) -> str:
     """The model of a tier dataset's Table 2-4 runs (the sweeps and figures use it too)."""
-    return params["experiments"][entry["performance"]["experiment"]]["model"]
+    return experiment(params, entry["performance"]["experiment"], entry["dataset"])["model"]
 
 
 def supervised_runs(params: dict[str, Any], tier: str) -> list[Run]:
@@ -133,9 +146,11 @@ def table_inputs(params: dict[str, Any], tier: str, label: str, root: str = "res
     kind, entry = table_kind(params, tier, label)
     datasets = tier_spec(params, tier)["datasets"]
     if kind in ("performance", "ablation"):
+        experiment(params, entry[kind]["experiment"], entry["dataset"])
         return [run.metrics(root) for run in experiment_runs(params, entry[kind]["experiment"])]
     if kind == "datasets":
-        seeds = [params["experiments"][e["performance"]["experiment"]]["seeds"][0] for e in datasets]
+        seeds = [experiment(params, e["performance"]["experiment"], e["dataset"])["seeds"][0]
+                 for e in datasets]
         return [Run(e["dataset"], "", "", seed).split(root) for e, seed in zip(datasets, seeds)]
     if kind == "mode":
         return [run.metrics(root) for e in datasets
