@@ -112,10 +112,12 @@ def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> N
                    label=f"chosen on validation: {chosen['beta']:g}")
         positive = [b for b in x if b > 0]
         ax.set_xscale("symlog", linthresh=min(positive) if positive else 1.0)
+        ax.set_xlim(left=min(x))
         ax.set(xlabel=r"$\beta$", ylabel="test accuracy (%)", title=entry["name"])
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(r"Effect of $\beta$ (seeds " + ", ".join(map(str, seeds)) + ")", fontsize=9)
+    fig.suptitle(r"Effect of $\beta$ (seeds " + ", ".join(map(str, seeds)) + ")", fontsize=9,
+                 y=1.04)
     save(fig, prefix, table)
 
 
