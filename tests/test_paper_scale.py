@@ -93,8 +93,8 @@ def test_tiny_cifar10_runs_end_to_end_from_an_official_format_archive(tmp_path: 
     methods = params["experiments"]["cifar10"]["methods"]
     with open(workdir / "results/tables/cifar10.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert Counter(row["metric"] for row in rows) == {a: len(methods) for a in
-                                                      ("Natural", "FGSM", "PGD", "CW", "AA", "Mean")}
+    assert Counter(row["metric"] for row in rows) == {
+        a: len(methods) for a in ("Natural", "FGSM", "PGD", "CW", "AA", "Mean", "AA-paper", "NRF")}
     metrics = json.loads((workdir / "results/metrics/cifar10/wrn-10-1/wscat/seed1.json").read_text())
     assert metrics["manifest"]["n_examples"] == 20
     assert metrics["manifest"]["eps"] == pytest.approx(8 / 255)
