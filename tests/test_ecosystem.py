@@ -18,9 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 ENV_FILE = "workflow/envs/wscat.yaml"
 SUBCOMMANDS = ["fetch", "split", "train", "pseudo-label", "evaluate", "table", "export"]
-# Rule files another change is rewriting; formatted there. A strict xfail turns red once the
-# file is formatted, as a reminder to drop it from this list.
-NOT_YET_FORMATTED: set[str] = set()
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str],
@@ -63,9 +60,7 @@ def _snakefiles() -> list[str]:
                                  for path in (ROOT / "workflow").rglob("*.smk"))]
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(path, marks=pytest.mark.xfail(strict=True, reason="owned by the table rewrite"))
-    if path in NOT_YET_FORMATTED else path for path in _snakefiles()])
+@pytest.mark.parametrize("path", _snakefiles())
 def test_snakefmt_leaves_the_file_unchanged(path: str, env: dict[str, str]) -> None:
     result = run([str(BIN / "snakefmt"), "--check", "--diff", path], ROOT, env)
     assert result.returncode == 0, f"run `snakefmt {path}`:\n{result.stdout}{result.stderr}"

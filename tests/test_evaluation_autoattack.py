@@ -9,13 +9,7 @@ from wscat.attacks.shards import autoattack_accuracy
 from wscat.models import LogitsOnly
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one thread is faster, and immune to a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Linear(nn.Module):

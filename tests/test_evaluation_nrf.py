@@ -9,13 +9,7 @@ from wscat.attacks.nrf import non_robust_channels, nrf_objective, split_model
 from wscat.models import build_model
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one thread is faster, and immune to a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model(architecture: str = "cnn", **options):

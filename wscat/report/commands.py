@@ -54,8 +54,7 @@ def run(args: argparse.Namespace, params: dict[str, Any] | None,
     if args.step == "paper-table":
         from wscat.report.paper_tables import build
 
-        tex, table = build(params, args.tier, args.label,
-                           paper.table_inputs(params, args.tier, args.label, args.results))
+        tex, table = build(params, args.tier, args.label, args.results)
         write_text(args.csv, table)
         write_text(args.tex, tex)
     elif args.step == "paper-compare":

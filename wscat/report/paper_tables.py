@@ -198,7 +198,7 @@ def _minutes(seconds: float) -> str:
     return f"${minutes}^{{\\prime}}{rest:02d}^{{\\prime\\prime}}$"
 
 
-def time_table(params: dict[str, Any], tier: str, files: list[str]
+def time_table(params: dict[str, Any], tier: str, root: str
                ) -> tuple[str, list[dict[str, Any]]]:
     """Supplementary Tab-ap-time: mean epoch time of WSCAT and RST, measured during training
     (train_log.csv's `seconds`), and the machine each run's checkpoint names."""
@@ -214,9 +214,9 @@ def time_table(params: dict[str, Any], tier: str, files: list[str]
             runs = paper.experiment_runs(params, entry["performance"]["experiment"], [method])
             per_run = []
             for run in runs:
-                log = pd.read_csv(run.train_log(_root(files)))
+                log = pd.read_csv(run.train_log(root))
                 per_run.append(float(log["seconds"].mean()))
-                meta = load_checkpoint(run.checkpoint(_root(files)))["meta"]
+                meta = load_checkpoint(run.checkpoint(root))["meta"]
                 machines.add(meta.get("machine", "an unrecorded machine"))
             mean = float(np.mean(per_run))
             cells.append(_minutes(mean))
@@ -232,19 +232,11 @@ def time_table(params: dict[str, Any], tier: str, files: list[str]
     return tex, rows
 
 
-def _root(files: list[str]) -> str:
-    """The results folder the inputs live in (…/models/… or …/metrics/…)."""
-    first = files[0]
-    for marker in ("/models/", "/metrics/", "/splits/"):
-        if marker in first:
-            return first.split(marker)[0]
-    return "results"
-
-
-def build(params: dict[str, Any], tier: str, label: str, files: list[str]
+def build(params: dict[str, Any], tier: str, label: str, root: str = "results"
           ) -> tuple[str, str]:
-    """(LaTeX, CSV) of one table of a tier."""
+    """(LaTeX, CSV) of one table of a tier, from the files under `root` it is made of."""
     kind, entry = paper.table_kind(params, tier, label)
+    files = paper.table_inputs(params, tier, label, root)
     if kind in ("performance", "ablation"):
         tex, rows = performance(params, tier, label, kind, entry, files)
     elif kind == "datasets":
@@ -254,5 +246,5 @@ def build(params: dict[str, Any], tier: str, label: str, files: list[str]
     elif kind == "sup":
         tex, rows = sup_table(params, tier, files)
     else:
-        tex, rows = time_table(params, tier, files)
+        tex, rows = time_table(params, tier, root)
     return tex, _csv(rows)
