@@ -73,3 +73,20 @@ def test_augment_shifts_without_changing_shape():
     assert y.shape == x.shape and float(y.min()) >= 0.0
     same = augment(x, crop_padding=0, flip=False, rotation=0.0, generator=g)
     assert torch.equal(same, x)
+
+
+def test_every_unlabelled_share_trains_the_same_number_of_steps(digits):
+    """Fig-unlabel varies the data, not the optimizer steps: an epoch is the whole training pool
+    (outside validation) for every share of the unlabelled data, and for labelled-only methods."""
+    from wscat.pipeline import training_data
+
+    sizes = set()
+    for fraction in (0.1, 0.3, 1.0):
+        split = make_split("digits", digits.labels.numpy(), num_classes=10, seed=1,
+                           test_fraction=0.2, labelled=300, val_fraction=0.2, val_max=2000,
+                           unlabelled_fraction=fraction)
+        for kind in ("labelled", "semi"):
+            sizes.add(training_data(digits, split, kind, None).n_train)
+        if fraction == 1.0:  # as before the change: labelled + unlabelled
+            assert sizes == {len(split.labelled) + len(split.unlabelled)}
+    assert len(sizes) == 1

@@ -83,8 +83,11 @@ def test_dry_run_lists_every_job_of_the_real_params(tmp_path: Path, env: dict[st
                        evaluate=len(evaluates), table=len(tables))
     expected.update({fetch: 1 for fetch in fetches})
     assert job_counts(result.stdout) == dict(expected)
-    digits = params["experiments"]["digits"]  # the paper's Table 2 on digits: 3 seeds x 9 methods
-    assert len(digits["seeds"]) == 3 and len(digits["methods"]) >= 9
+    demo = params["experiments"]["digits"]  # the demo: supervised vs semi-supervised AT, 3 seeds
+    assert len(demo["seeds"]) == 3
+    assert {"standard", "trades", "mt", "rst", "wscat"} <= set(demo["methods"])
+    table2 = params["experiments"]["digits-table2"]  # the paper's Table 2 on digits: 9 methods
+    assert len(table2["seeds"]) == 3 and len(table2["methods"]) == 9
 
 
 def test_pseudo_labels_come_from_the_method_labeler(tmp_path: Path, env: dict[str, str]) -> None:
@@ -156,7 +159,8 @@ def test_git_tracks_the_tables_and_metrics_dvc_does_not_cache(env: dict[str, str
 
 def tiny_params() -> dict:
     params = real_params()
-    params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1]}}
+    params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1],
+                                        "model": "cnn"}}
     params["training"]["digits"]["epochs"] = 1
     params["evaluation"]["n_examples"] = 40
     params["evaluation"]["per_dataset"]["digits"]["autoattack"]["n_examples"] = 8
@@ -183,12 +187,18 @@ def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
     assert all(name.replace("_", r"\_") in header for name in names), header
     rows = [line.strip().split("&")[0] for line in tex.splitlines()
             if line.strip().startswith("{") and line.rstrip().endswith("\\\\")]
-    assert rows[1:] == ["{Natural}", "{FGSM}", "{PGD}", "{CW}", "{AA (standard)}", "{Mean}",
-                        "{AA (paper's variant)}", "{NRF}"], tex
+    # The demo's table: the paper's five attacks and Mean (AA-paper, NRF: the paper targets).
+    assert rows[1:] == ["{Natural}", "{FGSM}", "{PGD}", "{CW}", "{AA}", "{Mean}"], tex
     with open(workdir / "results/tables/digits.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert sorted({row["method"] for row in table}) == sorted(names)
-    assert Counter(row["method"] for row in table) == {name: 8 for name in names}
+    assert Counter(row["method"] for row in table) == {name: 6 for name in names}
+    # Beside it: the Markdown twin and the paired comparison against WSCAT.
+    with open(workdir / "results/tables/digits-paired.csv", newline="") as handle:
+        paired = list(csv.DictReader(handle))
+    adversarial = [display_name(m) for m in ("trades", "rst") if m in methods]
+    assert [row["method"] for row in paired] == adversarial
+    assert "Paired comparison with WSCAT" in (workdir / "results/tables/digits.md").read_text()
     summary = json.loads((workdir / "results/metrics/digits.json").read_text())
     assert sorted(summary) == sorted(methods)
 

@@ -12,7 +12,9 @@ def tiny_params(epochs: int = 2) -> dict:
     subsets."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params = copy.deepcopy(params)
-    params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1]}}
+    # The small CNN (width 16) keeps the tests fast; the demo's model is a wider one.
+    params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1],
+                                        "model": "cnn"}}
     params.pop("paper")  # its tiers name the other experiments (tests/test_paper.py adds it back)
     params["training"]["digits"]["epochs"] = epochs
     params["datasets"]["digits"]["train_steps"] = 3

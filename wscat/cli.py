@@ -55,12 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", type=Path, required=True)
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--part", choices=("all", "core", "extra"), default="all",
+                   help="core: the paper's five attacks and Mean; extra: AA-paper, NRF and the "
+                        "masking checks (needs --core); all: both (default)")
+    p.add_argument("--core", type=Path, default=None, help="the core metrics file (--part extra)")
 
     p = steps.add_parser("table", help="render an experiment's table (.tex, .csv, summary .json)")
     _common(p, "experiment")
     p.add_argument("--tex", type=Path, required=True)
     p.add_argument("--csv", type=Path, required=True)
     p.add_argument("--summary", type=Path, required=True)
+    p.add_argument("--md", type=Path, default=None, help="the Markdown twin (README)")
+    p.add_argument("--paired-csv", type=Path, default=None,
+                   help="paired bootstrap comparison against WSCAT (.csv)")
+    p.add_argument("--paired-tex", type=Path, default=None, help="the same as LaTeX")
     p.add_argument("metrics", type=Path, nargs="+", help="per-(method, seed) metrics JSON files")
 
     p = steps.add_parser("export", help="a checkpoint as a RobustBench-style entry (JSON + state dict)")
@@ -140,7 +148,8 @@ def run(args: argparse.Namespace) -> None:
         result = pipeline.run_evaluate(params, dataset=args.dataset, model=args.model,
                                        method=args.method, seed=args.seed, split_path=args.split,
                                        checkpoint=args.checkpoint, out=args.out,
-                                       device=_device(args))
+                                       device=_device(args), part=args.part,
+                                       core_path=args.core)
         print(" ".join(f"{k}={v:.2f}" for k, v in result["accuracy"].items()))
     elif args.step == "table":
         from wscat.methods import display_name, is_adversarial
@@ -156,7 +165,8 @@ def run(args: argparse.Namespace) -> None:
                     display_names={m: display_name(m) for m in methods},
                     adversarial={m for m in methods if is_adversarial(method_for(params, m))},
                     tex_path=args.tex, csv_path=args.csv, summary_path=args.summary,
-                    notes=table_notes(params, experiment["dataset"], methods))
+                    notes=table_notes(params, experiment["dataset"], methods), md_path=args.md,
+                    paired_csv_path=args.paired_csv, paired_tex_path=args.paired_tex)
 
 
 def table_notes(params: dict, dataset: str, methods: list[str]) -> list[str]:

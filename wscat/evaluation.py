@@ -8,7 +8,10 @@ on n examples takes the first n, a class-balanced subset named in the manifest.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,16 +61,17 @@ def _batches(n: int, batch_size: int) -> list[slice]:
 
 
 @torch.no_grad()
-def _correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> int:
-    return int((model(x)[1].argmax(1) == y).sum())
+def _correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return model(x)[1].argmax(1) == y
 
 
-def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: str = "Natural",
-             eps: float = 0.0, step_size: float = 0.0, steps: int = 0, batch_size: int = 256,
-             generator: torch.Generator | None = None) -> float:
-    """Accuracy (%) under Natural, FGSM, PGD (CE, random start) or CW (margin, random start)."""
+def correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: str = "Natural",
+            eps: float = 0.0, step_size: float = 0.0, steps: int = 0, batch_size: int = 256,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+    """Per-example correctness (bool) under Natural, FGSM, PGD (CE, random start) or CW (margin,
+    random start): the paired bootstrap of the tables resamples these."""
     require_eval(model)
-    correct = 0
+    flags = []
     for part in _batches(len(x), batch_size):
         xb, yb = x[part], y[part]
         if attack == "FGSM":
@@ -80,98 +84,184 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: str 
                      generator=generator)
         elif attack != "Natural":
             raise ValueError(f"unknown attack '{attack}'")
-        correct += _correct(model, xb, yb)
-    return 100.0 * correct / max(len(x), 1)
+        flags.append(_correct(model, xb, yb).cpu())
+    return torch.cat(flags) if flags else torch.zeros(0, dtype=torch.bool)
+
+
+def percent(flags: torch.Tensor) -> float:
+    """Accuracy (%) of per-example correctness flags."""
+    return 100.0 * int(flags.sum()) / max(len(flags), 1)
+
+
+def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: str = "Natural",
+             eps: float = 0.0, step_size: float = 0.0, steps: int = 0, batch_size: int = 256,
+             generator: torch.Generator | None = None) -> float:
+    """Accuracy (%) under Natural, FGSM, PGD (CE, random start) or CW (margin, random start)."""
+    return percent(correct(model, x, y, attack=attack, eps=eps, step_size=step_size, steps=steps,
+                           batch_size=batch_size, generator=generator))
+
+
+def encode_flags(flags: torch.Tensor) -> str:
+    """Per-example correctness as a string of 0/1, in the evaluated (stratified) order."""
+    return "".join("1" if f else "0" for f in flags.tolist())
 
 
 @dataclass(frozen=True)
 class SuiteResult:
-    """What the metrics file holds: accuracies, per-attack settings, checks, AutoAttack warnings."""
+    """What a metrics file holds: accuracies, per-attack settings, checks, AutoAttack warnings and
+    the per-example correctness of the paper's five columns (`per_image`, stratified order)."""
 
     accuracy: dict[str, float]
     attacks: dict[str, dict[str, Any]]
     checks: dict[str, dict[str, Any]]
     autoattack_warnings: dict[str, list[str]]
+    per_image: dict[str, str]
+
+
+@contextmanager
+def _timed(what: str) -> Iterator[None]:
+    """Log an attack's wall-clock seconds to stderr (the job log; benchmarks/demo_profile.py)."""
+    started = time.perf_counter()
+    yield
+    print(f"timing: {what} {time.perf_counter() - started:.2f} s", file=sys.stderr, flush=True)
 
 
 def _size(n: int | None, total: int) -> int:
     return total if n is None else min(n, total)
 
 
-def attack_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float,
-                 step_size: float, evaluation: Mapping[str, Any], seed: int,
-                 test_set_size: int | None = None, shard_dir: Path | None = None) -> SuiteResult:
-    """All attacks of `evaluation` (params.yaml) on (x, y), given in `stratified_order`: the
-    first n of a test set of `test_set_size` (default: all of it). Finished AutoAttack shards are
-    kept in `shard_dir` (resume)."""
+def _named(count: int, total: int, subset_seed: int) -> dict[str, Any]:
+    return {"n_examples": count, "subset": subset_name(count, total, subset_seed)}
+
+
+def _autoattack_manifest(result: AutoAttackResult, *, variant: str, eps: float,
+                         aa: Mapping[str, Any], named: dict[str, Any]) -> dict[str, Any]:
+    return {"variant": variant, "library": "pyautoattack", "library_version": library_version(),
+            "norm": "Linf", "eps": eps, "seed": aa["seed"], "shard_size": aa["shard_size"],
+            "shards": result.n_shards, "attacks": result.settings,
+            "clean_accuracy": round(result.clean, 4),
+            "robust_accuracy_after": {k: round(v, 4) for k, v in result.after.items()}, **named}
+
+
+def core_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float,
+               step_size: float, evaluation: Mapping[str, Any], seed: int,
+               test_set_size: int | None = None, shard_dir: Path | None = None) -> SuiteResult:
+    """The paper's five columns (Natural, FGSM, PGD-20, CW-20, official standard AutoAttack) and
+    their harmonic Mean, on (x, y) given in `stratified_order`, with per-example correctness.
+    Finished AutoAttack shards are kept in `shard_dir` (resume)."""
     model.eval()
     n, bs, subset_seed = len(x), evaluation["batch_size"], evaluation["subset_seed"]
     total = n if test_set_size is None else test_set_size
-    with eval_mode_enforced(model):
+    aa = evaluation["autoattack"]
+    n_aa = _size(aa["n_examples"], n)
+    with eval_mode_enforced(model), _timed("Natural"):
         generator = torch.Generator().manual_seed(seed)
-        acc = {"Natural": accuracy(model, x, y, batch_size=bs),
-               "FGSM": accuracy(model, x, y, attack="FGSM", eps=eps, batch_size=bs)}
-        for name, steps in (("PGD", evaluation["pgd_steps"]), ("CW", evaluation["cw_steps"])):
-            acc[name] = accuracy(model, x, y, attack=name, eps=eps, step_size=step_size,
-                                 steps=steps, batch_size=bs, generator=generator)
-        aa = evaluation["autoattack"]
-        n_aa = _size(aa["n_examples"], n)
-        autoattack: dict[str, AutoAttackResult] = {}
-        for variant, column in AUTOATTACK_COLUMNS.items():
-            autoattack[variant] = autoattack_accuracy(
-                model, x[:n_aa], y[:n_aa], variant=variant, eps=eps, seed=aa["seed"],
-                batch_size=bs, shard_size=aa["shard_size"], shard_dir=shard_dir)
-            acc[column] = autoattack[variant].accuracy
-        nrf_config = evaluation["nrf"]
-        n_nrf = _size(nrf_config["n_examples"], n)
+        flags = {"Natural": correct(model, x, y, batch_size=bs)}
+    with eval_mode_enforced(model), _timed("FGSM"):
+        flags["FGSM"] = correct(model, x, y, attack="FGSM", eps=eps, batch_size=bs)
+    for name, steps in (("PGD", evaluation["pgd_steps"]), ("CW", evaluation["cw_steps"])):
+        with eval_mode_enforced(model), _timed(name):
+            flags[name] = correct(model, x, y, attack=name, eps=eps, step_size=step_size,
+                                  steps=steps, batch_size=bs, generator=generator)
+    with eval_mode_enforced(model), _timed("AA"):
+        standard = autoattack_accuracy(model, x[:n_aa], y[:n_aa], variant="standard", eps=eps,
+                                       seed=aa["seed"], batch_size=bs,
+                                       shard_size=aa["shard_size"], shard_dir=shard_dir)
+    acc = {name: percent(f) for name, f in flags.items()}
+    acc["AA"] = standard.accuracy
+    acc["Mean"] = harmonic_mean([acc[a] for a in ATTACKS])
+    # Per-example flags on the images every attack saw (all of them unless AA ran on a subset).
+    per_image = {name: encode_flags(f[:n_aa]) for name, f in flags.items()}
+    per_image["AA"] = encode_flags(torch.tensor(standard.robust, dtype=torch.bool))
+    attacks: dict[str, dict[str, Any]] = {
+        "Natural": _named(n, total, subset_seed),
+        "FGSM": {"library": "wscat", "eps": eps, "steps": 1, "step_size": eps,
+                 "random_start": False, "loss": "ce", **_named(n, total, subset_seed)},
+        "PGD": {"library": "wscat", "eps": eps, "steps": evaluation["pgd_steps"],
+                "step_size": step_size, "random_start": True, "restarts": 1, "loss": "ce",
+                "seed": seed, **_named(n, total, subset_seed)},
+        "CW": {"library": "wscat", "eps": eps, "steps": evaluation["cw_steps"],
+               "step_size": step_size, "random_start": True, "restarts": 1, "loss": "cw_margin",
+               "kappa": 0.0, "seed": seed, **_named(n, total, subset_seed)},
+        "AA": _autoattack_manifest(standard, variant="standard", eps=eps, aa=aa,
+                                   named=_named(n_aa, total, subset_seed)),
+        "Mean": {"of": list(ATTACKS), "kind": "harmonic"},
+    }
+    return SuiteResult(accuracy=acc, attacks=attacks, checks={},
+                       autoattack_warnings={"AA": standard.warnings}, per_image=per_image)
+
+
+def extra_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, core: SuiteResult,
+                eps: float, step_size: float, evaluation: Mapping[str, Any], seed: int,
+                test_set_size: int | None = None, shard_dir: Path | None = None) -> SuiteResult:
+    """Beyond the paper's five: the paper's AutoAttack variant (AA-paper), NRF and the
+    gradient-masking checks, which read the core suite's numbers (`core`)."""
+    model.eval()
+    n, bs, subset_seed = len(x), evaluation["batch_size"], evaluation["subset_seed"]
+    total = n if test_set_size is None else test_set_size
+    aa, nrf_config = evaluation["autoattack"], evaluation["nrf"]
+    n_aa, n_nrf = _size(aa["n_examples"], n), _size(nrf_config["n_examples"], n)
+    with eval_mode_enforced(model), _timed("AA-paper"):
+        paper = autoattack_accuracy(model, x[:n_aa], y[:n_aa], variant="paper", eps=eps,
+                                    seed=aa["seed"], batch_size=bs, shard_size=aa["shard_size"],
+                                    shard_dir=shard_dir)
+    acc = {"AA-paper": paper.accuracy}
+    with eval_mode_enforced(model), _timed("NRF"):
         acc["NRF"], found = nrf_accuracy(model, x[:n_nrf], y[:n_nrf], eps=eps, step_size=step_size,
                                          config=nrf_config, batch_size=bs,
                                          generator=torch.Generator().manual_seed(seed))
-        acc["Mean"] = harmonic_mean([acc[a] for a in ATTACKS])
-        checks = _checks(model, x, y, acc=acc, autoattack=autoattack, n_aa=n_aa, eps=eps,
-                         step_size=step_size, evaluation=evaluation, seed=seed)
-
-    def named(count: int) -> dict[str, Any]:
-        return {"n_examples": count, "subset": subset_name(count, total, subset_seed)}
-
-    attacks: dict[str, dict[str, Any]] = {
-        "Natural": named(n),
-        "FGSM": {"library": "wscat", "eps": eps, "steps": 1, "step_size": eps,
-                 "random_start": False, "loss": "ce", **named(n)},
-        "PGD": {"library": "wscat", "eps": eps, "steps": evaluation["pgd_steps"],
-                "step_size": step_size, "random_start": True, "restarts": 1, "loss": "ce",
-                "seed": seed, **named(n)},
-        "CW": {"library": "wscat", "eps": eps, "steps": evaluation["cw_steps"],
-               "step_size": step_size, "random_start": True, "restarts": 1, "loss": "cw_margin",
-               "kappa": 0.0, "seed": seed, **named(n)},
+    with eval_mode_enforced(model), _timed("checks"):
+        standard = core.attacks["AA"]
+        warnings = {**core.autoattack_warnings, "AA-paper": paper.warnings}
+        checks = _checks(model, x, y, acc={**core.accuracy, **acc}, n_aa=n_aa, eps=eps,
+                         step_size=step_size, evaluation=evaluation, seed=seed,
+                         clean={"AA": standard["clean_accuracy"], "AA-paper": paper.clean},
+                         standard_after=standard["robust_accuracy_after"], warnings=warnings)
+    attacks = {
+        "AA-paper": {**_autoattack_manifest(paper, variant="paper", eps=eps, aa=aa,
+                                            named=_named(n_aa, total, subset_seed)),
+                     "note": ("the paper's released evaluation: 10 iterations, n_classes - 1 "
+                              "targets; weaker than the standard AutoAttack (column AA)")},
         "NRF": {"library": "wscat", "eps": eps, "steps": nrf_config["steps"],
                 "step_size": step_size, "random_start": True, "restarts": 1, "seed": seed,
                 "loss": "cw_margin, gradient boosted on non-robust channels",
                 "reference": "Kim, Lee & Ro, NeurIPS 2021 (information bottleneck)",
                 "ib_steps": nrf_config["ib_steps"], "ib_lr": nrf_config["ib_lr"],
                 "ib_beta": nrf_config["ib_beta"], "weight": nrf_config["weight"], **found,
-                **named(n_nrf)},
-        "Mean": {"of": list(ATTACKS), "kind": "harmonic"},
+                **_named(n_nrf, total, subset_seed)},
     }
-    for variant, column in AUTOATTACK_COLUMNS.items():
-        result = autoattack[variant]
-        attacks[column] = {
-            "variant": variant, "library": "pyautoattack", "library_version": library_version(),
-            "norm": "Linf", "eps": eps, "seed": aa["seed"], "shard_size": aa["shard_size"],
-            "shards": result.n_shards, "attacks": result.settings,
-            "clean_accuracy": round(result.clean, 4),
-            "robust_accuracy_after": {k: round(v, 4) for k, v in result.after.items()},
-            **named(n_aa)}
-    attacks["AA-paper"]["note"] = ("the paper's released evaluation: 10 iterations, n_classes - 1 "
-                                   "targets; weaker than the standard AutoAttack (column AA)")
     return SuiteResult(accuracy=acc, attacks=attacks, checks=checks,
-                       autoattack_warnings={AUTOATTACK_COLUMNS[v]: r.warnings
-                                            for v, r in autoattack.items()})
+                       autoattack_warnings={"AA-paper": paper.warnings}, per_image={})
+
+
+def attack_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float,
+                 step_size: float, evaluation: Mapping[str, Any], seed: int,
+                 test_set_size: int | None = None, shard_dir: Path | None = None) -> SuiteResult:
+    """Every attack of `evaluation` (params.yaml) on (x, y): `core_suite` then `extra_suite`,
+    merged as one metrics file holds them."""
+    common = dict(eps=eps, step_size=step_size, evaluation=evaluation, seed=seed,
+                  test_set_size=test_set_size, shard_dir=shard_dir)
+    core = core_suite(model, x, y, **common)
+    extra = extra_suite(model, x, y, core=core, **common)
+    return merge(core, extra)
+
+
+def merge(core: SuiteResult, extra: SuiteResult) -> SuiteResult:
+    """One result of the core suite and the extras, columns in the order of the tables."""
+    accuracy = {k: core.accuracy[k] for k in (*ATTACKS[:4], "AA")}
+    accuracy.update(extra.accuracy)
+    accuracy["Mean"] = core.accuracy["Mean"]
+    return SuiteResult(accuracy=accuracy, attacks={**core.attacks, **extra.attacks},
+                       checks=extra.checks,
+                       autoattack_warnings={**core.autoattack_warnings,
+                                            **extra.autoattack_warnings},
+                       per_image=core.per_image)
 
 
 def _checks(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, acc: dict[str, float],
-            autoattack: dict[str, AutoAttackResult], n_aa: int, eps: float, step_size: float,
-            evaluation: Mapping[str, Any], seed: int) -> dict[str, dict[str, Any]]:
+            n_aa: int, eps: float, step_size: float, evaluation: Mapping[str, Any], seed: int,
+            clean: dict[str, float], standard_after: dict[str, float],
+            warnings: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
     """The gradient-masking checks (`wscat.attacks.masking`) on this model."""
     config, bs = evaluation["checks"], evaluation["batch_size"]
     tolerance = config["tolerance"]
@@ -197,12 +287,10 @@ def _checks(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, acc: dict[str
             what="eps"),
         "eps_zero_equals_natural": masking.eps_zero_is_natural(
             {"PGD": acc["Natural"], "AA": natural_aa, "AA-paper": natural_aa},
-            {"PGD": pgd_at(0.0, evaluation["pgd_steps"]), "AA": autoattack["standard"].clean,
-             "AA-paper": autoattack["paper"].clean}),
-        "square_not_better_than_white_box": masking.square_not_better(
-            autoattack["standard"].after),
-        "autoattack_no_warnings": masking.no_autoattack_warnings(
-            {AUTOATTACK_COLUMNS[v]: r.warnings for v, r in autoattack.items()}),
+            {"PGD": pgd_at(0.0, evaluation["pgd_steps"]), "AA": clean["AA"],
+             "AA-paper": clean["AA-paper"]}),
+        "square_not_better_than_white_box": masking.square_not_better(standard_after),
+        "autoattack_no_warnings": masking.no_autoattack_warnings(warnings),
         "pgd_not_weaker_than_fgsm": masking.iterative_not_weaker(
             acc["FGSM"], acc["PGD"], tolerance=tolerance),
     }

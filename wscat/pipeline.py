@@ -19,7 +19,8 @@ from wscat import __version__
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
 from wscat.data import ImageDataset, Split, load_dataset, load_split, make_split, save_split
-from wscat.evaluation import attack_suite, stratified_order, subset_name
+from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
+                              stratified_order, subset_name)
 from wscat.io import atomic_path, write_json
 from wscat.models import build_model
 from wscat.training import TrainingData, train
@@ -90,6 +91,13 @@ def load_pseudo_labels(path: Path, split: Split) -> np.ndarray:
     return labels
 
 
+def _pool_size(source: ImageDataset, split: Split) -> int:
+    """Training images outside validation, labelled or not: an epoch is this many images for
+    every method, and for every share of the unlabelled pool (Fig-unlabel varies the data, not
+    the number of optimizer steps)."""
+    return len(source.labels) - len(split.test) - len(split.validation)
+
+
 def training_data(source: ImageDataset, split: Split, data_kind: str,
                   pseudo_labels: np.ndarray | None) -> TrainingData:
     """Tensors for a run. The true labels of unlabelled samples are never copied in."""
@@ -108,7 +116,7 @@ def training_data(source: ImageDataset, split: Split, data_kind: str,
     return TrainingData(labelled_x=x[labelled], labelled_y=y[labelled], unlabelled_x=x[unlabelled],
                         unlabelled_y=y_u, validation_x=x[validation], validation_y=y[validation],
                         num_classes=source.num_classes, mean=source.mean, std=source.std,
-                        n_train=len(split.labelled) + len(split.unlabelled))
+                        n_train=_pool_size(source, split))
 
 
 def load_generated(path: Path, source: ImageDataset) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -214,15 +222,46 @@ def run_pseudo_label(params: dict[str, Any], *, dataset: str, seed: int, split_p
     return report
 
 
+PARTS = ("all", "core", "extra")
+
+
+def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
+    """The core suite's numbers, read back from its metrics file (the extras' checks need them)."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+        found = (data["dataset"], data["model"], data["method"], data["seed"])
+        accuracy, manifest = data["accuracy"], data["manifest"]["attacks"]
+        manifest["AA"]["clean_accuracy"], manifest["AA"]["robust_accuracy_after"]
+    except FileNotFoundError:
+        raise FileNotFoundError(f"core metrics not found: {path} (run `wscat evaluate --part core`)"
+                                ) from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a core metrics file of `wscat evaluate` ({err})") from None
+    if found != run:
+        raise ValueError(f"{path} holds {found[2]} seed {found[3]} on {found[0]}/{found[1]}, not "
+                         f"{run[2]} seed {run[3]} on {run[0]}/{run[1]}")
+    return SuiteResult(accuracy=accuracy, attacks=manifest, checks={},
+                       autoattack_warnings=data.get("autoattack_warnings", {}), per_image={})
+
+
 def run_evaluate(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
-                 split_path: Path, checkpoint: Path, out: Path, device: torch.device
-                 ) -> dict[str, Any]:
+                 split_path: Path, checkpoint: Path, out: Path, device: torch.device,
+                 part: str = "all", core_path: Path | None = None) -> dict[str, Any]:
     """The attack suite on the test set; writes the metrics JSON with its manifest.
 
-    The test images are attacked in a class-stratified order (`evaluation.subset_seed`), so every
-    subset is the first n of it. Finished AutoAttack shards wait in `{out}.shards/` until the
-    metrics are written: a killed evaluation resumes there."""
+    `part`: core (the paper's five columns and Mean, with per-example correctness), extra (the
+    paper's AutoAttack variant, NRF and the gradient-masking checks; reads the core file
+    `core_path`), or all (both in one file). The test images are attacked in a class-stratified
+    order (`evaluation.subset_seed`), so every subset is the first n of it. Finished AutoAttack
+    shards wait in `{out}.shards/` until the metrics are written: a killed evaluation resumes."""
+    if part not in PARTS:
+        raise ValueError(f"unknown part '{part}'; choose one of {', '.join(PARTS)}")
+    if part == "extra" and core_path is None:
+        raise ValueError("--part extra reads the core metrics: pass --core FILE")
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    core = _core_result(core_path, (dataset, model, method, seed)) if part == "extra" else None
     split = _checked_split(split_path, dataset, seed)
     net, meta = load_model(checkpoint, device)
     if (meta["dataset"], meta["method"], meta["seed"]) != (dataset, method, seed):
@@ -238,11 +277,17 @@ def run_evaluate(params: dict[str, Any], *, dataset: str, model: str, method: st
     shard_dir = out.with_name(out.name + ".shards")
     started = time.perf_counter()
     configure_backend(device, deterministic=run.training["deterministic"])
+    common = dict(eps=threat["eps"], step_size=threat["eval_step_size"], evaluation=evaluation,
+                  seed=seed, test_set_size=len(split.test), shard_dir=shard_dir)
     with autocast(device, evaluation["precision"]):
-        suite = attack_suite(net, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
-                             evaluation=evaluation, seed=seed, test_set_size=len(split.test),
-                             shard_dir=shard_dir)
+        if part == "core":
+            suite = core_suite(net, x, y, **common)
+        elif part == "extra":
+            suite = extra_suite(net, x, y, core=core, **common)
+        else:
+            suite = attack_suite(net, x, y, **common)
     result = {"dataset": dataset, "model": model, "method": method, "seed": seed,
+              **({} if part == "all" else {"part": part}),
               "accuracy": {k: round(v, 4) for k, v in suite.accuracy.items()},
               "checks": suite.checks, "autoattack_warnings": suite.autoattack_warnings,
               "manifest": {"attacks": suite.attacks, "eps": threat["eps"], "seed": seed,
@@ -256,7 +301,10 @@ def run_evaluate(params: dict[str, Any], *, dataset: str, model: str, method: st
                            "model_mode": "eval (checked on every forward pass)",
                            "precision": evaluation["precision"],
                            "device": str(device), "versions": versions()}}
+    if suite.per_image:  # 1/0 per test image, in the evaluated order: the paired bootstrap
+        result["per_image"] = {"order": f"stratified, subset_seed {evaluation['subset_seed']}",
+                               "correct": suite.per_image}
     write_json(out, result)  # no timings inside: same params + seed give the same file
     shutil.rmtree(shard_dir, ignore_errors=True)
-    print(f"evaluated in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    print(f"evaluated ({part}) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return result

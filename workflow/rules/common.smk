@@ -230,7 +230,20 @@ def get_checkpoint(wildcards):
 
 
 def get_evaluate_params(wildcards):
-    """The attack suite and the dataset's threat model."""
+    """The core attacks and the dataset's threat model (NRF and the checks are the extras')."""
+    dataset = config["datasets"][wildcards.dataset]
+    evaluation = evaluation_for(config, wildcards.dataset)
+    return to_json(
+        {
+            "evaluation": {k: v for k, v in evaluation.items() if k not in ("nrf", "checks")},
+            "threat": {key: dataset[key] for key in ("eps", "eval_step_size")},
+            "deterministic": config["training"][wildcards.dataset]["deterministic"],
+        }
+    )
+
+
+def get_evaluate_extra_params(wildcards):
+    """The whole attack suite and the dataset's threat model."""
     dataset = config["datasets"][wildcards.dataset]
     return to_json(
         {

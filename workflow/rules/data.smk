@@ -27,6 +27,8 @@ rule split:
         "results/splits/{dataset}/seed{seed}.npz",
     log:
         "results/logs/split/{dataset}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/split/{dataset}/seed{seed}.tsv"
     conda:
         "../envs/wscat.yaml"
     threads: 1

@@ -14,6 +14,8 @@ rule pseudo_label:
         ),
     log:
         "results/logs/pseudo_label/{dataset}/{model}/{labeler}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/pseudo_label/{dataset}/{model}/{labeler}/seed{seed}.tsv"
     conda:
         "../envs/wscat.yaml"
     threads: 1

@@ -16,6 +16,8 @@ rule train:
         curves=directory("results/models/{dataset}/{model}/{method}/seed{seed}/dvclive"),
     log:
         "results/logs/train/{dataset}/{model}/{method}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train/{dataset}/{model}/{method}/seed{seed}.tsv"
     conda:
         "../envs/wscat.yaml"
     threads: 1

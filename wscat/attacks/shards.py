@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ class AutoAttackResult:
     settings: dict[str, Any]
     n_examples: int
     n_shards: int
+    robust: list[bool] = field(default_factory=list)  # per example, in the order given
 
 
 def _digest(*tensors: torch.Tensor) -> str:
@@ -96,4 +97,5 @@ def autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, v
     return AutoAttackResult(
         accuracy=100.0 * sum(sum(r.robust) for r in results) / n, clean=100.0 * clean / n,
         after=after, warnings=list(dict.fromkeys(w for r in results for w in r.warnings)),
-        settings=config, n_examples=len(x), n_shards=len(results))
+        settings=config, n_examples=len(x), n_shards=len(results),
+        robust=[bool(flag) for r in results for flag in r.robust])

@@ -32,6 +32,14 @@ class Run:
     def metrics(self, root: str = "results") -> str:
         return f"{root}/metrics/{self.dataset}/{self.model}/{self.method}/seed{self.seed}.json"
 
+    def extra(self, root: str = "results") -> str:
+        """AA-paper, NRF and the gradient-masking checks (`wscat evaluate --part extra`)."""
+        return f"{root}/metrics/{self.dataset}/{self.model}/{self.method}/seed{self.seed}-extra.json"
+
+    def evaluated(self, root: str = "results") -> tuple[str, str]:
+        """Both metrics files of a run: the paper's five attacks, then the extras."""
+        return self.metrics(root), self.extra(root)
+
     def model_dir(self, root: str = "results") -> str:
         return f"{root}/models/{self.dataset}/{self.model}/{self.method}/seed{self.seed}"
 
@@ -147,16 +155,17 @@ def table_inputs(params: dict[str, Any], tier: str, label: str, root: str = "res
     datasets = tier_spec(params, tier)["datasets"]
     if kind in ("performance", "ablation"):
         experiment(params, entry[kind]["experiment"], entry["dataset"])
-        return [run.metrics(root) for run in experiment_runs(params, entry[kind]["experiment"])]
+        return [p for run in experiment_runs(params, entry[kind]["experiment"])
+                for p in run.evaluated(root)]
     if kind == "datasets":
         seeds = [experiment(params, e["performance"]["experiment"], e["dataset"])["seeds"][0]
                  for e in datasets]
         return [Run(e["dataset"], "", "", seed).split(root) for e, seed in zip(datasets, seeds)]
     if kind == "mode":
-        return [run.metrics(root) for e in datasets
-                for run in experiment_runs(params, e["ablation"]["experiment"])]
+        return [p for e in datasets for run in experiment_runs(params, e["ablation"]["experiment"])
+                for p in run.evaluated(root)]
     if kind == "sup":
-        return [run.metrics(root) for run in supervised_runs(params, tier)]
+        return [p for run in supervised_runs(params, tier) for p in run.evaluated(root)]
     methods = tier_spec(params, tier)["time"]["methods"]
     return [path for e in datasets
             for run in experiment_runs(params, e["performance"]["experiment"], methods)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pandas as pd
 from wscat.data.split import load_split
 from wscat.methods import display_name, is_adversarial
 from wscat.report import paper
-from wscat.report.table import (METRICS, _environment, collect, latex_escape, render_tex,
+from wscat.report.table import (METRICS, _environment, collect, latex_escape, read_runs, render_tex,
                                 summarise)
 
 COLUMNS = ["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]
@@ -160,8 +159,7 @@ def sup_table(params: dict[str, Any], tier: str, files: list[str]
     for run in spec["runs"]:
         for model in run["models"]:
             dataset = paper.full_dataset(run["dataset"])
-            data = [json.loads(Path(f).read_text())
-                    for f in _metrics_files(files, dataset, model)]
+            data = [d for _, d in read_runs(_metrics_files(files, dataset, model))]
             group = f"{names[run['dataset']]} ({model_names.get(model, model)})"
             for i, method in enumerate(spec["methods"]):
                 runs = [d for d in data if d["method"] == method]

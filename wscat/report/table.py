@@ -53,6 +53,8 @@ def _read_metrics(path: Path) -> dict:
     accuracy = data["accuracy"]
     if not isinstance(accuracy, dict):
         raise ValueError(f"{path}: 'accuracy' must be an object of metric -> percent")
+    if data.get("part") == "extra":  # AA-paper, NRF and checks: merged into their core file
+        return data
     absent = [metric for metric in METRICS if metric not in accuracy]
     if absent:
         raise ValueError(f"{path}: 'accuracy' lacks metric(s) {', '.join(absent)}")
@@ -73,7 +75,7 @@ def collect(metrics_files: list[Path]) -> pd.DataFrame:
     records: list[dict] = []
     seen: dict[tuple[str, int], Path] = {}
     setting: tuple[str, str] | None = None
-    datas = [(path, _read_metrics(path)) for path in map(Path, metrics_files)]
+    datas = read_runs(metrics_files)
     extras = [m for m in EXTRA_METRICS if all(m in d["accuracy"] for _, d in datas)]
     notes: list[str] = []
     for path, data in datas:
@@ -96,6 +98,41 @@ def collect(metrics_files: list[Path]) -> pd.DataFrame:
     frame.attrs.update(dataset=setting[0], model=setting[1], metrics=METRICS + extras,
                        notes=notes + _attack_notes([d for _, d in datas], extras))
     return frame
+
+
+def read_runs(metrics_files: Iterable[Path]) -> list[tuple[Path, dict]]:
+    """Each run's metrics (its extra file folded in), validated, in the order given."""
+    return _merge_extras([(path, _read_metrics(path)) for path in map(Path, metrics_files)])
+
+
+def _merge_extras(datas: list[tuple[Path, dict]]) -> list[tuple[Path, dict]]:
+    """Fold each `--part extra` metrics file (AA-paper, NRF, checks) into its run's core file."""
+    extras: dict[tuple[str, int], tuple[Path, dict]] = {}
+    for path, data in datas:
+        if data.get("part") == "extra":
+            key = (data["method"], data["seed"])
+            if key in extras:
+                raise ValueError(f"{path}: extra metrics of {key[0]} seed {key[1]} already read "
+                                 f"from {extras[key][0]}")
+            extras[key] = (path, data)
+    merged = []
+    for path, data in datas:
+        if data.get("part") == "extra":
+            continue
+        extra = extras.pop((data["method"], data["seed"]), (None, None))[1]
+        if extra is not None:
+            manifest = dict(data.get("manifest") or {})
+            manifest["attacks"] = {**manifest.get("attacks", {}),
+                                   **(extra.get("manifest") or {}).get("attacks", {})}
+            data = {**data, "accuracy": {**data["accuracy"], **extra["accuracy"]},
+                    "checks": {**(data.get("checks") or {}), **(extra.get("checks") or {})},
+                    "manifest": manifest}
+        merged.append((path, data))
+    if extras:
+        path, data = next(iter(extras.values()))
+        raise ValueError(f"{path}: extra metrics of {data['method']} seed {data['seed']} without "
+                         "the run's core metrics file")
+    return merged
 
 
 def _attack_notes(datas: list[dict], extras: list[str]) -> list[str]:
@@ -189,11 +226,17 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
 def write_table(*, experiment: str, dataset: str, model: str, metrics_files: list[Path],
                 methods: list[str], display_names: Mapping[str, str], adversarial: Iterable[str],
                 tex_path: Path, csv_path: Path, summary_path: Path,
-                notes: Sequence[str] = ()) -> None:
-    """Build one experiment's table: the .tex, the long .csv (as reported.csv, plus n_seeds), the summary JSON.
+                notes: Sequence[str] = (), md_path: Path | None = None,
+                paired_csv_path: Path | None = None, paired_tex_path: Path | None = None) -> None:
+    """Build one experiment's table: the .tex, the long .csv (as reported.csv, plus n_seeds), the
+    summary JSON, and optionally its Markdown twin and the paired comparison against WSCAT
+    (`wscat.report.paired`: .csv, .tex, and a section of the Markdown twin).
 
     Everything is read and rendered before the first file is written, so a failure writes nothing.
     """
+    from wscat.report import markdown, paired
+
+    adversarial = set(adversarial)
     frame = collect(metrics_files)
     if (frame.attrs["dataset"], frame.attrs["model"]) != (dataset, model):
         raise ValueError(f"metrics files are for {frame.attrs['dataset']}/{frame.attrs['model']}, "
@@ -215,6 +258,22 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     means: dict[str, dict[str, float]] = {method: {} for method in methods}
     for row in summary.itertuples():
         means[row.method][row.metric] = round(float(row.mean), 4)
-    write_text(tex_path, tex)
-    write_text(csv_path, csv)
+    outputs = {tex_path: tex, csv_path: csv}
+    if md_path or paired_csv_path or paired_tex_path:
+        others = [m for m in methods if m in set(adversarial) and m != paired.REFERENCE]
+        runs = [d for _, d in read_runs(metrics_files) if d["method"] in methods]
+        comparison = (paired.paired_bootstrap(paired.correctness(runs), others)
+                      if paired.REFERENCE in methods else pd.DataFrame(columns=paired.COLUMNS))
+        if md_path:
+            outputs[md_path] = "\n".join(filter(None, [
+                markdown.table_markdown(summary, methods=methods, display_names=display_names,
+                                        adversarial=adversarial, caption=caption),
+                markdown.paired_markdown(comparison, display_names)]))
+        if paired_csv_path:
+            outputs[paired_csv_path] = markdown.paired_csv(comparison, display_names)
+        if paired_tex_path:
+            outputs[paired_tex_path] = markdown.paired_tex(comparison, display_names,
+                                                           label=f"Tab-paired-{experiment}")
+    for path, text in outputs.items():
+        write_text(path, text)
     write_json(summary_path, means)

@@ -1,0 +1,160 @@
+"""How the demo's digits settings were chosen: on validation data only, never on the test set.
+
+    .venv/bin/python benchmarks/demo_calibration.py --stage eps        # the threat model
+    .venv/bin/python benchmarks/demo_calibration.py --stage settings   # model, labels, budget
+
+Each seed's split is made with `wscat split`'s code; then a class-stratified 300 images of its
+unlabelled pool are held out as the calibration set (they are neither trained on nor the test
+set) and stand in for the test set: every number below is measured on them. The rest of the
+chain is the project's own: Standard and Mean Teacher labelers, pseudo-labels, TRADES, RST,
+WSCAT, TRADES with every label, and `wscat evaluate --part core` (Natural, FGSM, PGD-20, CW-20,
+standard AutoAttack, harmonic Mean).
+
+Writes benchmarks/results/demo-calibration-{stage}.csv (one row per setting, seed and method,
+with training and evaluation seconds) and prints it as Markdown for docs/demo-calibration.md.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import platform
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wscat import pipeline
+from wscat.config import load_params, validate_params
+from wscat.data import load_split, save_split
+
+HELD_OUT = 300
+RESULTS = Path(__file__).with_name("results")
+# (name, model width, labelled, epochs, training PGD steps); training step = 2.5 eps / steps.
+SETTINGS = {
+    "eps": [("eps", 32, 100, 40, 5)],
+    "settings": [
+        ("w32-l100-e40-pgd5", 32, 100, 40, 5),
+        ("w32-l100-e40-pgd10", 32, 100, 40, 10),
+        ("w32-l100-e60-pgd5", 32, 100, 60, 5),
+        ("w32-l150-e40-pgd5", 32, 150, 40, 5),
+        ("w16-l100-e40-pgd5", 16, 100, 40, 5),
+        ("w48-l100-e40-pgd5", 48, 100, 40, 5),
+    ],
+}
+METHODS = {"eps": ["standard", "trades"],
+           "settings": ["standard", "mt", "trades", "rst", "wscat", "trades-full"]}
+
+
+def calibration_split(split_path: Path, out: Path, *, full: bool = False) -> Path:
+    """The run's split with HELD_OUT stratified unlabelled images as its test set; `full` labels
+    every remaining training image (TRADES with every label)."""
+    split = load_split(split_path)
+    labels = np.asarray(pipeline.load_dataset("digits", {"source": "digits"}).labels.numpy())
+    rng = np.random.default_rng(1000 + split.seed)
+    pool = split.unlabelled
+    per_class = HELD_OUT // 10
+    held = np.sort(np.concatenate([rng.permutation(pool[labels[pool] == c])[:per_class]
+                                   for c in range(10)]))
+    rest = np.setdiff1d(pool, held)
+    if full:
+        cal = replace(split, labelled=np.union1d(split.labelled, rest),
+                      unlabelled=np.empty(0, dtype=np.int64), test=held)
+    else:
+        cal = replace(split, unlabelled=rest, test=held)
+    save_split(cal, out)
+    return out
+
+
+def with_setting(base: dict[str, Any], *, width: int, labelled: int, epochs: int, steps: int,
+                 eps: float) -> dict[str, Any]:
+    params = copy.deepcopy(base)
+    params["models"]["calibration"] = {"architecture": "cnn", "width": width}
+    params["datasets"]["digits"].update(labelled=labelled, eps=eps, train_steps=steps,
+                                        train_step_size=2.5 * eps / steps,
+                                        eval_step_size=eps / 8)
+    params["training"]["digits"]["epochs"] = epochs
+    # Evaluate every calibration image with every attack (the core suite needs no subset).
+    params["evaluation"].setdefault("per_dataset", {})["digits"] = {"batch_size": 512}
+    return validate_params(params)
+
+
+def run_setting(params: dict[str, Any], methods: list[str], seed: int, tmp: Path
+                ) -> list[dict[str, Any]]:
+    """Train and evaluate `methods` on one seed's calibration split; one row per method."""
+    cpu = torch.device("cpu")
+    split = tmp / "split.npz"
+    pipeline.run_split(params, "digits", seed, split)
+    cal = calibration_split(split, tmp / "cal.npz")
+    full = calibration_split(split, tmp / "cal-full.npz", full=True)
+    rows, pseudo = [], {}
+    for method in methods:
+        name, split_path = (("trades", full) if method == "trades-full" else (method, cal))
+        knobs = params["methods"][name]
+        labeler = knobs.get("labeler")
+        started = time.process_time()
+        pipeline.run_train(params, dataset="digits", model="calibration", method=name, seed=seed,
+                           split_path=split_path, pseudo_path=pseudo.get(labeler),
+                           out_dir=tmp / method, device=cpu)
+        trained = time.process_time() - started
+        if method in ("standard", "mt"):
+            pseudo[method] = tmp / f"pseudo-{method}.npz"
+            pipeline.run_pseudo_label(params, dataset="digits", seed=seed, split_path=cal,
+                                      checkpoint=tmp / method / "best.pt", out=pseudo[method],
+                                      metrics=tmp / f"pseudo-{method}.json", labeler=method,
+                                      device=cpu)
+        started = time.process_time()
+        result = pipeline.run_evaluate(params, dataset="digits", model="calibration", method=name,
+                                       seed=seed, split_path=split_path,
+                                       checkpoint=tmp / method / "best.pt",
+                                       out=tmp / f"{method}.json", device=cpu, part="core")
+        rows.append({"method": method, "train_s": round(trained, 1),
+                     "eval_s": round(time.process_time() - started, 1),
+                     **{k: round(v, 2) for k, v in result["accuracy"].items()}})
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stage", choices=sorted(SETTINGS), required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--eps", type=float, nargs="+", default=[0.1, 0.15, 0.2])
+    parser.add_argument("--only", nargs="*", default=None, help="setting names to run")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    base = load_params(args.params)
+    eps_values = args.eps if args.stage == "eps" else [base["datasets"]["digits"]["eps"]]
+    out = RESULTS / f"demo-calibration-{args.stage}.csv"
+    rows: list[dict[str, Any]] = []
+    for name, width, labelled, epochs, steps in SETTINGS[args.stage]:
+        if args.only and name not in args.only:
+            continue
+        for eps in eps_values:
+            params = with_setting(base, width=width, labelled=labelled, epochs=epochs,
+                                  steps=steps, eps=eps)
+            for seed in args.seeds:
+                with tempfile.TemporaryDirectory() as tmp:
+                    for row in run_setting(params, METHODS[args.stage], seed, Path(tmp)):
+                        rows.append({"setting": name, "width": width, "labelled": labelled,
+                                     "epochs": epochs, "train_steps": steps, "eps": eps,
+                                     "seed": seed, **row})
+    RESULTS.mkdir(exist_ok=True)
+    with open(out, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"\n{len(rows)} rows -> {out} ({platform.processor() or 'CPU'}, 1 thread)")
+    keys = list(rows[0])
+    print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
+    for row in rows:
+        print("| " + " | ".join(str(row[k]) for k in keys) + " |")
+
+
+if __name__ == "__main__":
+    main()
