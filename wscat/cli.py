@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from wscat.config import ConfigError, load_params, method_for
-from wscat.errors import DEBUG_ENV, debug_requested, describe, exit_code, first_line
+from wscat.errors import DEBUG_ENV, INTERRUPTED, debug_requested, describe, exit_code, first_line
 from wscat.io import check_writable
 
 
@@ -193,7 +193,11 @@ def table_notes(params: dict, dataset: str, methods: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one step; every failure ends in one line on stderr and a non-zero exit status."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("wscat: error: interrupted while starting; nothing was written", file=sys.stderr)
+        return INTERRUPTED
     try:
         run(args)
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - the one error path
