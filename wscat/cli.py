@@ -89,7 +89,13 @@ def _device(args: argparse.Namespace):
         torch.set_num_threads(args.threads)
     if args.device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(args.device)
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as error:
+        raise ValueError(f"--device {args.device}: {first_line(error)}") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: no CUDA device here; use --device cpu")
+    return device
 
 
 def _check_names(params: dict, args: argparse.Namespace) -> None:

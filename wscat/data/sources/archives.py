@@ -74,16 +74,20 @@ def _download(name: str, archive: Archive) -> None:
     from torchvision.datasets.utils import download_url
 
     assert archive.url is not None
+    made = [p for p in reversed(archive.path.parents) if not p.exists()]  # removed on failure
     archive.path.parent.mkdir(parents=True, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=f".{archive.path.name}.", dir=archive.path.parent)
     try:
         download_url(archive.url, root=scratch, filename=archive.path.name, md5=archive.md5)
         os.replace(os.path.join(scratch, archive.path.name), archive.path)
+        made = []
     except (OSError, RuntimeError) as error:  # URLError is an OSError; md5 mismatch a RuntimeError
         raise DatasetUnavailable(missing_message(
             name, [archive], True, f" (download failed: {one_line(error)})")) from error
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        for folder in reversed(made):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def md5_of(path: Path, chunk: int = 1 << 20) -> str:
