@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from tests import bad_input as bad
+from tests.conftest import BIN
+from tests.test_workflow import copy_workflow, real_params
 from tests.tiny import tiny_params, write_params
 from wscat import cli
 
@@ -457,3 +459,60 @@ def _as_nobody(command: list[str], stderr: Path) -> tuple[int, str]:
     os.close(handle)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status), stderr.read_text()
+
+
+# --- the dry run (`snakemake -n`) refuses what the steps would refuse -------------------------
+
+def _dry_run(folder: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "snakemake"), "-n", *extra], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _workflow(tmp_path: Path, change=None) -> Path:
+    params = real_params()
+    if change:
+        change(params)
+    return copy_workflow(tmp_path / "wf", params)
+
+
+@pytest.mark.parametrize("change, phrase", [
+    (lambda p: p["datasets"]["digits"].update(labelled=5000), "labelled = 5000"),
+    (lambda p: p["datasets"]["cifar10"].update(labelled=60000), "labelled = 60000"),
+    (lambda p: p["datasets"]["digits"].update(eps=2.0), "datasets.digits.eps"),
+], ids=["digits-labelled", "cifar10-labelled", "eps-above-1"])
+def test_dry_run_refuses_what_the_split_step_would(tmp_path, env, change, phrase):
+    result = _dry_run(_workflow(tmp_path, change), env)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and phrase in lines[0], result.stderr
+
+
+def test_dry_run_checks_a_present_cifar_archive(tmp_path, env):
+    folder = _workflow(tmp_path)
+    (folder / "data" / "raw").mkdir(parents=True)
+    (folder / "data" / "raw" / "cifar-10-python.tar.gz").write_text("not an archive")
+    result = _dry_run(folder, env, "--", "results/splits/cifar10/seed1.npz")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "fails its md5 check" in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+def test_dry_run_reports_malformed_yaml_with_its_line(tmp_path, env):
+    folder = _workflow(tmp_path)
+    (folder / "params.yaml").write_text("datasets:\n  digits: 1\n x: [\n")
+    result = _dry_run(folder, env)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and "line 3, column 2" in lines[0], result.stderr
+
+
+def test_configfile_with_fewer_experiments_is_the_whole_config(tmp_path, env):
+    folder = _workflow(tmp_path)
+    mine = real_params()
+    mine["experiments"] = {"digits": mine["experiments"]["digits"]}
+    mine.pop("paper")
+    write_params(folder / "mine.yaml", mine)
+    result = _dry_run(folder, env, "--configfile", "mine.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "results/tables/digits.tex" in result.stdout
+    assert "cifar10" not in result.stdout
+    result = _dry_run(folder, env, "--configfile", "mine.yaml", "--config", "foo=bar")
+    assert result.returncode != 0, result.stderr
+    assert "--config overrides" in result.stderr.strip().splitlines()[-1], result.stderr

@@ -49,7 +49,13 @@ def stop(message):
 def use_given_configfile():
     """`--configfile FILE` stands for params.yaml: Snakemake lays FILE over the Snakefile's
     params.yaml, so a whole params file listing fewer experiments (or methods) would inherit
-    params.yaml's others; the run's config is FILE alone (with any --config laid over it)."""
+    params.yaml's others; the run's config is FILE alone. --config is refused: the subcommands
+    would not see it."""
+    if workflow.config_settings.config:
+        stop(
+            "--config overrides are not supported: wscat subcommands read one params file; "
+            "copy params.yaml, change it and pass it with --configfile"
+        )
     if workflow.overwrite_configfiles:
         config.clear()
         config.update(copy.deepcopy(workflow.config_settings.overwrite_config))
@@ -87,11 +93,6 @@ def get_params_path():
     (`--configfile other.yaml` with a whole params file works; `--config key=value` does not).
     """
     files = workflow.overwrite_configfiles or workflow.configfiles
-    if workflow.config_settings.config:
-        stop(
-            "--config overrides are not supported: wscat subcommands read one params file; "
-            "copy params.yaml, change it and pass it with --configfile"
-        )
     if len(files) > 1:
         stop(
             f"{len(files)} --configfile files given; wscat subcommands read one params file, so "
