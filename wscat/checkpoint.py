@@ -61,7 +61,11 @@ def model_spec(meta: dict[str, Any]) -> dict[str, Any]:
 def check_model(path: str | Path, meta: dict[str, Any], model: str, spec: dict[str, Any]) -> None:
     """Refuse a checkpoint whose model is not `model` (`spec`, its params.yaml entry)."""
     held = model_spec(meta)
-    if held != dict(spec):
+    if "model_spec" not in meta:  # an older checkpoint: only the model's name to go by
+        same = meta.get("model") == model
+    else:
+        same = held == dict(spec)
+    if not same:
         shown = ", ".join(f"{k} {v}" for k, v in sorted(held.items()))
         raise CheckpointError(f"{path} holds model '{meta.get('model')}' ({shown}), not "
                               f"'{model}'; pass --model {meta.get('model')} or the checkpoint "
