@@ -71,7 +71,12 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
     meta = state["meta"]
     if not metrics.is_file():
         raise FileNotFoundError(f"metrics file not found: {metrics} (run `wscat evaluate` first)")
-    result = json.loads(metrics.read_text())
+    try:
+        result = json.loads(metrics.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{metrics}: not valid JSON ({error}); rerun `wscat evaluate`") from error
+    if not isinstance(result, dict):
+        raise ValueError(f"{metrics} is not a metrics file of `wscat evaluate`")
     run = (meta["dataset"], meta["model"], meta["method"], meta["seed"])
     measured = tuple(result.get(key) for key in ("dataset", "model", "method", "seed"))
     if measured != run:
