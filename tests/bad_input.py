@@ -114,7 +114,7 @@ def plain_pickle(name: str) -> Maker:
 
 
 def npz_dataset(name: str, **arrays: np.ndarray) -> Maker:
-    """An npz dataset file and a params entry `toy` reading it."""
+    """An npz dataset file holding `arrays`."""
     def make(work: Path) -> None:
         with open(work / name, "wb") as handle:
             np.savez(handle, **arrays)

@@ -22,12 +22,16 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Save `state` (tensors, numbers, strings, lists, dicts only) atomically.
+    """Save `state` (tensors, numbers, strings, lists, dicts only) atomically."""
+    save_tensors(path, {"format": FORMAT, **state})
 
-    A failed write (a full disk) raises OSError and leaves the previous file at `path` intact."""
+
+def save_tensors(path: str | Path, obj: Any) -> None:
+    """torch.save(obj) atomically. A failed write (a full disk) raises OSError and leaves the
+    previous file at `path` intact."""
     with atomic_path(path) as tmp:
         try:
-            torch.save({"format": FORMAT, **state}, tmp)
+            torch.save(obj, tmp)
         except RuntimeError as error:  # torch's zip writer reports a failed write this way
             if not disk_full(tmp):
                 raise

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from wscat.checkpoint import load_checkpoint
-from wscat.io import atomic_path, write_json
+from wscat.checkpoint import load_checkpoint, save_tensors
+from wscat.io import write_json
 from wscat.methods import display_name
 
 FORMAT = "wscat-robustbench-entry-v1"
@@ -85,8 +85,7 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
     accuracy, manifest = result["accuracy"], result["manifest"]
     name = name or f"{meta['method']}-{meta['dataset']}-{meta['model']}-seed{meta['seed']}"
     weights = out.with_suffix(".pt")
-    with atomic_path(weights) as tmp:
-        torch.save(state["ema"], tmp)
+    save_tensors(weights, state["ema"])
     aa = manifest.get("attacks", {}).get("AA", {})
     aa_images = aa.get("n_examples", manifest["n_examples"])
     entry = {
