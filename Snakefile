@@ -12,7 +12,10 @@
 
 from snakemake.utils import min_version
 
+from wscat.config import stop_on_bad_yaml
+
 min_version("9.0")
+stop_on_bad_yaml("params.yaml")  # one line with its line and column
 
 
 configfile: "params.yaml"

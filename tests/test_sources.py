@@ -147,11 +147,11 @@ def test_download_is_verified_and_atomic(cifar10, tmp_path, monkeypatch):
     with pytest.raises(DatasetUnavailable, match="download failed") as caught:
         fetch_dataset("cifar10", {"root": str(tmp_path / "other"), "download": True})
     assert "\n" not in str(caught.value) and CIFAR10_URL in str(caught.value)
-    assert list((tmp_path / "other").iterdir()) == []
+    assert not (tmp_path / "other").exists()  # no folder left behind either
 
 
-def test_archive_status_checks_existence_and_probes_only_when_downloading(cifar10, tmp_path,
-                                                                          monkeypatch):
+def test_archive_status_checks_existence_and_md5_and_probes_only_when_downloading(
+        cifar10, tmp_path, monkeypatch):
     probed = []
 
     def probe(url, timeout=3.0):
@@ -160,7 +160,9 @@ def test_archive_status_checks_existence_and_probes_only_when_downloading(cifar1
 
     monkeypatch.setattr(archives, "host_answers", probe)
     answers = False
-    assert archive_status("cifar10", {"root": cifar10[0]["root"], "download": True}) is None
+    assert archive_status("cifar10", {**cifar10[0], "download": True}) is None
+    corrupt = archive_status("cifar10", {"root": cifar10[0]["root"]})  # the real archive's md5
+    assert "fails its md5 check" in corrupt and "\n" not in corrupt
     assert archive_status("digits") is None and probed == []
     message = archive_status("cifar10", {"root": str(tmp_path)})
     assert probed == [] and "\n" not in message and CIFAR10_URL in message

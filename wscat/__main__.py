@@ -1,6 +1,10 @@
-"""`python -m wscat`."""
+"""`python -m wscat`. Ctrl-C while the heavy imports load still ends with one line."""
 import sys
 
-from wscat.cli import main
+try:
+    from wscat.cli import main
+except KeyboardInterrupt:
+    print("wscat: error: interrupted while starting; nothing was written", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

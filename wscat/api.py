@@ -109,7 +109,7 @@ def train_method(method: str, *, out_dir: str | Path, dataset: str = "digits", m
         pipeline.run_pseudo_label(params, dataset=dataset, seed=seed, split_path=split,
                                   checkpoint=labeler.checkpoint, out=pseudo,
                                   metrics=pseudo.with_suffix(".json"), labeler=knobs["labeler"],
-                                  device=device)
+                                  device=device, model=model)
     if knobs.get("generated") and knobs.get("generated_labeler"):
         labeler_checkpoint = train_method(knobs["generated_labeler"], out_dir=out_dir,
                                           dataset=dataset, model=model, seed=seed, params=params,

@@ -1,13 +1,18 @@
 """Checkpoint files: written atomically, read with torch.load(weights_only=True) so that loading
-never executes code from the file."""
+never executes code from the file. Their metadata names the model (architecture, width, depth:
+`meta.model_spec`), and `check_model` refuses one that is not the model asked for."""
 from __future__ import annotations
 
+import errno
+import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from wscat.io import atomic_path
+from wscat.errors import first_line
+from wscat.io import atomic_path, disk_full
 
 FORMAT = "wscat-checkpoint-v1"
 
@@ -18,8 +23,19 @@ class CheckpointError(ValueError):
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     """Save `state` (tensors, numbers, strings, lists, dicts only) atomically."""
+    save_tensors(path, {"format": FORMAT, **state})
+
+
+def save_tensors(path: str | Path, obj: Any) -> None:
+    """torch.save(obj) atomically. A failed write (a full disk) raises OSError and leaves the
+    previous file at `path` intact."""
     with atomic_path(path) as tmp:
-        torch.save({"format": FORMAT, **state}, tmp)
+        try:
+            torch.save(obj, tmp)
+        except RuntimeError as error:  # torch's zip writer reports a failed write this way
+            if not disk_full(tmp):
+                raise
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from error
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -28,11 +44,42 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path} (train the method first: `wscat train`)")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickles; our error line says it all
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # torch raises several types for truncated or foreign files
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CheckpointError(f"checkpoint {path} cannot be read ({reason}); it is truncated or "
-                              "not a wscat checkpoint: delete it and retrain") from error
+        raise CheckpointError(f"checkpoint {path} cannot be read ({first_line(error)}); it is "
+                              "truncated or not a wscat checkpoint: delete it and retrain") from error
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a {FORMAT} file; delete it and retrain")
+    if not isinstance(state.get("meta"), dict):
+        raise CheckpointError(f"{path} has no metadata; delete it and retrain")
     return state
+
+
+def model_spec(meta: dict[str, Any]) -> dict[str, Any]:
+    """The model a checkpoint holds, as a `models:` entry of params.yaml."""
+    return dict(meta.get("model_spec") or {"architecture": meta.get("model")})
+
+
+def check_model(path: str | Path, meta: dict[str, Any], model: str, spec: dict[str, Any]) -> None:
+    """Refuse a checkpoint whose model is not `model` (`spec`, its params.yaml entry)."""
+    held = model_spec(meta)
+    if "model_spec" not in meta:  # an older checkpoint: only the model's name to go by
+        same = meta.get("model") == model
+    else:
+        same = held == dict(spec)
+    if not same:
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(held.items()))
+        raise CheckpointError(f"{path} holds model '{meta.get('model')}' ({shown}), not "
+                              f"'{model}'; pass --model {meta.get('model')} or the checkpoint "
+                              f"of a {model} run")
+
+
+def load_weights(module: torch.nn.Module, weights: Any, path: str | Path) -> None:
+    """`module.load_state_dict(weights)`, refusing weights that do not fit in one line."""
+    try:
+        module.load_state_dict(weights)
+    except (RuntimeError, TypeError, AttributeError) as error:
+        raise CheckpointError(f"{path}: its weights do not fit the model its metadata names "
+                              f"({first_line(error)}); delete it and retrain") from error

@@ -1,6 +1,7 @@
 """`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, export, and the paper's
 tables and figures (paper-table, paper-compare, paper-figure, paper-index, curves, validate).
-Bad input: one line, exit 2."""
+Bad input, an unwritable output or Ctrl-C: one line, exit 2 (130 for Ctrl-C); an unexpected
+error: one line, exit 1, its traceback with --debug or WSCAT_DEBUG=1."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 from wscat.config import ConfigError, load_params, method_for
+from wscat.errors import DEBUG_ENV, INTERRUPTED, debug_requested, describe, exit_code, first_line
+from wscat.io import check_writable
 
 
 def _common(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -25,6 +28,8 @@ def _common(parser: argparse.ArgumentParser, *names: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wscat", description=__doc__)
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show the traceback of an unexpected error (or set {DEBUG_ENV}=1)")
     steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
 
     p = steps.add_parser("fetch", help="download (CIFAR) or check the archives of a dataset (md5)")
@@ -92,7 +97,13 @@ def _device(args: argparse.Namespace):
         torch.set_num_threads(args.threads)
     if args.device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(args.device)
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as error:
+        raise ValueError(f"--device {args.device}: {first_line(error)}") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: no CUDA device here; use --device cpu")
+    return device
 
 
 def _check_names(params: dict, args: argparse.Namespace) -> None:
@@ -106,7 +117,19 @@ def _check_names(params: dict, args: argparse.Namespace) -> None:
                               f"{', '.join(params['methods'])}")
 
 
+# Arguments that name files a step writes (`--metrics` is an output of pseudo-label only).
+OUTPUT_ARGS = ("out", "tex", "csv", "summary", "md", "paired_csv", "paired_tex")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Before any work: every output's folder exists or can be made, and takes files."""
+    names = OUTPUT_ARGS + (("metrics",) if args.step == "pseudo-label" else ())
+    check_writable(*(getattr(args, name, None) for name in names))
+    check_writable(getattr(args, "out_dir", None), folders=True)
+
+
 def run(args: argparse.Namespace) -> None:
+    check_outputs(args)
     if args.step == "export":  # reads the checkpoint and its metrics only, no params file
         from wscat.export import export_model
 
@@ -142,7 +165,8 @@ def run(args: argparse.Namespace) -> None:
         report = pipeline.run_pseudo_label(params, dataset=args.dataset, seed=args.seed,
                                            split_path=args.split, checkpoint=args.checkpoint,
                                            out=args.out, metrics=args.metrics,
-                                           labeler=args.labeler, device=_device(args))
+                                           labeler=args.labeler, device=_device(args),
+                                           model=args.model)
         print(f"pseudo-label accuracy ({args.labeler}): {report['accuracy']:.2f}%")
     elif args.step == "evaluate":
         result = pipeline.run_evaluate(params, dataset=args.dataset, model=args.model,
@@ -184,12 +208,23 @@ def table_notes(params: dict, dataset: str, methods: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one step; every failure ends in one line on stderr and a non-zero exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("wscat: error: interrupted while starting; nothing was written", file=sys.stderr)
+        return INTERRUPTED
     try:
         run(args)
-    except (ConfigError, ValueError, FileNotFoundError) as error:
-        print(f"wscat {args.step}: error: {error}", file=sys.stderr)
-        return 2
+    except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - the one error path
+        line = describe(error)
+        if line is None:
+            if debug_requested(args.debug):
+                raise
+            line = (f"unexpected {type(error).__name__}: {first_line(error)} (a bug: rerun with "
+                    f"--debug or {DEBUG_ENV}=1 for the traceback and report it)")
+        print(f"wscat {args.step}: error: {line}", file=sys.stderr)
+        return exit_code(error)
     return 0
 
 

@@ -6,6 +6,7 @@ JSON schema cannot express (cross-references between sections).
 from __future__ import annotations
 
 import copy
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,28 @@ def _check_references(params: dict[str, Any]) -> None:
             raise ConfigError(f"datasets.{name}: step sizes must be positive when eps > 0")
 
 
+def yaml_error_line(error: yaml.YAMLError) -> str:
+    """A YAML error as one line with its line and column (1-based), as an editor counts them."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    context = getattr(error, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}" + (f" ({context})" if context else "")
+
+
+def stop_on_bad_yaml(path: str | Path) -> None:
+    """For the Snakefile, before its `configfile:`: a params file that is not YAML ends the run
+    with one line that has the line and column (Snakemake's own message has neither)."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    try:
+        yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        print(f"wscat: {path} is not valid YAML: {yaml_error_line(error)}", file=sys.stderr)
+        sys.exit(1)
+
+
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     """Read and validate a params file."""
     path = Path(path)
@@ -241,7 +264,7 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     try:
         params = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from error
+        raise ConfigError(f"{path} is not valid YAML: {yaml_error_line(error)}") from error
     if not isinstance(params, dict):
         raise ConfigError(f"{path} must hold a mapping of sections (experiments, datasets, ...)")
     return validate_params(params)

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from wscat.checkpoint import load_checkpoint
-from wscat.io import atomic_path, write_json
+from wscat.checkpoint import load_checkpoint, save_tensors
+from wscat.io import write_json
 from wscat.methods import display_name
 
 FORMAT = "wscat-robustbench-entry-v1"
@@ -71,7 +71,12 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
     meta = state["meta"]
     if not metrics.is_file():
         raise FileNotFoundError(f"metrics file not found: {metrics} (run `wscat evaluate` first)")
-    result = json.loads(metrics.read_text())
+    try:
+        result = json.loads(metrics.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{metrics}: not valid JSON ({error}); rerun `wscat evaluate`") from error
+    if not isinstance(result, dict):
+        raise ValueError(f"{metrics} is not a metrics file of `wscat evaluate`")
     run = (meta["dataset"], meta["model"], meta["method"], meta["seed"])
     measured = tuple(result.get(key) for key in ("dataset", "model", "method", "seed"))
     if measured != run:
@@ -80,8 +85,7 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
     accuracy, manifest = result["accuracy"], result["manifest"]
     name = name or f"{meta['method']}-{meta['dataset']}-{meta['model']}-seed{meta['seed']}"
     weights = out.with_suffix(".pt")
-    with atomic_path(weights) as tmp:
-        torch.save(state["ema"], tmp)
+    save_tensors(weights, state["ema"])
     aa = manifest.get("attacks", {}).get("AA", {})
     aa_images = aa.get("n_examples", manifest["n_examples"])
     entry = {

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -16,12 +17,14 @@ import numpy as np
 import torch
 
 from wscat import __version__
-from wscat.checkpoint import load_checkpoint
+from wscat.checkpoint import CheckpointError, check_model, load_checkpoint, load_weights, model_spec
 from wscat.config import RunConfig
 from wscat.data import ImageDataset, Split, load_dataset, load_split, make_split, save_split
+from wscat.data.sources.base import one_line
+from wscat.data.split import check_split_fits
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
-from wscat.io import atomic_path, write_json
+from wscat.io import atomic_path, check_writable, write_json
 from wscat.models import build_model
 from wscat.training import TrainingData, train
 from wscat.training.speed import autocast, configure_backend, to_unit
@@ -62,6 +65,7 @@ def machine(device: torch.device) -> str:
 def run_split(params: dict[str, Any], dataset: str, seed: int, out: Path) -> Split:
     """Write results/splits/{dataset}/seed{seed}.npz."""
     cfg = params["datasets"][dataset]
+    check_writable(out)
     source = load_dataset(dataset, cfg)
     split = make_split(dataset, source.labels.numpy(), num_classes=source.num_classes, seed=seed,
                        test_fraction=cfg["test_fraction"], labelled=cfg["labelled"],
@@ -80,14 +84,23 @@ def _checked_split(path: Path, dataset: str, seed: int) -> Split:
     return split
 
 
+
 def load_pseudo_labels(path: Path, split: Split) -> np.ndarray:
     """Pseudo-labels of split.unlabelled, in that order."""
     if not path.is_file():
         raise FileNotFoundError(f"pseudo-label file not found: {path} (run `wscat pseudo-label`)")
-    with np.load(path, allow_pickle=False) as data:
-        indices, labels = data["indices"], data["pseudo_labels"]
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            indices, labels = data["indices"], data["pseudo_labels"]
+    except (KeyError, ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile) as error:
+        raise ValueError(f"{path} is not a wscat pseudo-label file ({one_line(error)}); delete it "
+                         "and rerun `wscat pseudo-label`") from error
     if not np.array_equal(indices, split.unlabelled):
         raise ValueError(f"{path} was made for another split; rerun `wscat pseudo-label`")
+    if (labels.shape != indices.shape or not np.issubdtype(labels.dtype, np.integer)
+            or (len(labels) and labels.min() < 0)):
+        raise ValueError(f"{path}: `pseudo_labels` must hold one class index per unlabelled "
+                         "image; delete it and rerun `wscat pseudo-label`")
     return labels
 
 
@@ -160,7 +173,8 @@ def with_generated(data: TrainingData, run: RunConfig, source: ImageDataset,
         if labeler_checkpoint is None:
             raise ValueError(f"{knobs['generated']} has no labels: set methods.{run.method}."
                              "generated_labeler (e.g. mt) or add `labels` to the file")
-        y_g = predict(load_model(labeler_checkpoint, device)[0], x_g, device)
+        y_g = predict(load_model(labeler_checkpoint, device, model=run.model,
+                                 spec=run.model_spec)[0], x_g, device)
     batch = run.training["batch_size"]
     n_generated = int(knobs["generated_fraction"] * batch)
     return replace(data, unlabelled_x=torch.cat([data.unlabelled_x, x_g.to(data.unlabelled_x.dtype)]),
@@ -173,6 +187,7 @@ def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, 
               device: torch.device, labeler_checkpoint: Path | None = None) -> dict[str, Any]:
     """Train one (dataset, model, method, seed)."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    check_writable(out_dir, folders=True)
     split = _checked_split(split_path, dataset, seed)
     kind = run.method_params["data"]
     if kind == "pseudo" and pseudo_path is None:
@@ -180,6 +195,10 @@ def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, 
                          f"'{run.method_params['labeler']}': pass --pseudo FILE")
     pseudo = load_pseudo_labels(pseudo_path, split) if kind == "pseudo" else None
     source = load_dataset(dataset, params["datasets"][dataset])
+    check_split_fits(split, len(source.labels), split_path)
+    if pseudo is not None and len(pseudo) and pseudo.max() >= source.num_classes:
+        raise ValueError(f"{pseudo_path}: pseudo-labels go up to {pseudo.max()} but '{dataset}' "
+                         f"has {source.num_classes} classes; rerun `wscat pseudo-label`")
     data = training_data(source, split, kind, pseudo)
     if run.method_params.get("generated"):
         data = with_generated(data, run, source, labeler_checkpoint, device)
@@ -187,25 +206,38 @@ def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, 
                  meta={"versions": versions(), "machine": machine(device)})
 
 
-def load_model(checkpoint: Path, device: torch.device) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """The EMA model of a checkpoint, in eval mode, and the checkpoint's metadata."""
+def load_model(checkpoint: Path, device: torch.device, *, model: str | None = None,
+               spec: dict[str, Any] | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The EMA model of a checkpoint, in eval mode, and the checkpoint's metadata. With `model`
+    and `spec` (its params.yaml entry), a checkpoint of another model is refused."""
     state = load_checkpoint(checkpoint, map_location=device)
     meta = state["meta"]
-    spec = meta.get("model_spec", {"architecture": meta["model"]})
-    model = build_model(**spec, in_channels=meta["in_channels"],
-                        num_classes=meta["num_classes"], mean=tuple(meta["mean"]),
-                        std=tuple(meta["std"])).to(device)
-    model.load_state_dict(state["ema"])
-    return model.eval(), {**meta, "epoch": state.get("epoch", state.get("best", {}).get("epoch"))}
+    if model is not None and spec is not None:
+        check_model(checkpoint, meta, model, spec)
+    try:
+        net = build_model(**model_spec(meta), in_channels=meta["in_channels"],
+                          num_classes=meta["num_classes"], mean=tuple(meta["mean"]),
+                          std=tuple(meta["std"])).to(device)
+        weights = state["ema"]
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{checkpoint}: its metadata does not describe a model "
+                              f"({type(error).__name__}: {error}); delete it and retrain") from error
+    load_weights(net, weights, checkpoint)
+    return net.eval(), {**meta, "epoch": state.get("epoch", state.get("best", {}).get("epoch"))}
 
 
 def run_pseudo_label(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
                      checkpoint: Path, out: Path, metrics: Path, labeler: str,
-                     device: torch.device) -> dict[str, Any]:
-    """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation)."""
+                     device: torch.device, model: str | None = None) -> dict[str, Any]:
+    """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation).
+    With `model`, a checkpoint of another model is refused."""
+    check_writable(out, metrics)
     split = _checked_split(split_path, dataset, seed)
     source = load_dataset(dataset, params["datasets"][dataset])
-    model, meta = load_model(checkpoint, device)
+    check_split_fits(split, len(source.labels), split_path)
+    spec = None if model is None else RunConfig.from_params(
+        params, dataset=dataset, model=model, method=labeler, seed=seed).model_spec
+    model, meta = load_model(checkpoint, device, model=model, spec=spec)
     predicted = predict(model, source.images[torch.as_tensor(split.unlabelled)], device)
     truth = source.labels[torch.as_tensor(split.unlabelled)]  # for the metric only
     per_class = {str(c): round(100.0 * float((predicted[truth == c] == c).float().mean()), 4)
@@ -261,14 +293,16 @@ def run_evaluate(params: dict[str, Any], *, dataset: str, model: str, method: st
     if part == "extra" and core_path is None:
         raise ValueError("--part extra reads the core metrics: pass --core FILE")
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    check_writable(out)
     core = _core_result(core_path, (dataset, model, method, seed)) if part == "extra" else None
     split = _checked_split(split_path, dataset, seed)
-    net, meta = load_model(checkpoint, device)
-    if (meta["dataset"], meta["method"], meta["seed"]) != (dataset, method, seed):
-        raise ValueError(f"{checkpoint} holds {meta['method']} seed {meta['seed']} on "
-                         f"{meta['dataset']}, not {method} seed {seed} on {dataset}")
+    net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
+    if (meta.get("dataset"), meta.get("method"), meta.get("seed")) != (dataset, method, seed):
+        raise ValueError(f"{checkpoint} holds {meta.get('method')} seed {meta.get('seed')} on "
+                         f"{meta.get('dataset')}, not {method} seed {seed} on {dataset}")
     evaluation, threat = run.evaluation, run.data
     source = load_dataset(dataset, threat)
+    check_split_fits(split, len(source.labels), split_path)
     test = torch.as_tensor(split.test)
     test = test[stratified_order(source.labels[test], evaluation["subset_seed"])]
     if evaluation["n_examples"] is not None:

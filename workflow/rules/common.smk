@@ -5,6 +5,7 @@ job depends on: Snakemake re-runs a job when its params change, so a params.yaml
 exactly the affected jobs.
 """
 
+import copy
 import csv
 import json
 import os
@@ -16,6 +17,7 @@ from snakemake.utils import validate
 
 from wscat.config import ConfigError, evaluation_for, method_for, validate_params
 from wscat.data import archive_status, raw_files
+from wscat.data.capacity import split_problem
 from wscat.report import paper as paper_files
 from wscat.evaluation import ATTACKS
 from wscat.methods import display_name
@@ -44,8 +46,24 @@ def stop(message):
     sys.exit(1)
 
 
+def use_given_configfile():
+    """`--configfile FILE` stands for params.yaml: Snakemake lays FILE over the Snakefile's
+    params.yaml, so a whole params file listing fewer experiments (or methods) would inherit
+    params.yaml's others; the run's config is FILE alone. --config is refused: the subcommands
+    would not see it."""
+    if workflow.config_settings.config:
+        stop(
+            "--config overrides are not supported: wscat subcommands read one params file; "
+            "copy params.yaml, change it and pass it with --configfile"
+        )
+    if workflow.overwrite_configfiles:
+        config.clear()
+        config.update(copy.deepcopy(workflow.config_settings.overwrite_config))
+
+
 def validate_config():
-    """The schema via Snakemake's validate, then wscat's cross-reference checks.
+    """The schema via Snakemake's validate, then wscat's cross-reference checks, then the
+    splits of the datasets whose size is known without their archives.
 
     jsonschema's own message dumps the offending schema; wscat.config words the same failure
     on one line, so a schema failure is reported through it.
@@ -61,6 +79,10 @@ def validate_config():
         stop(str(error))
     if schema_error is not None:
         stop(str(schema_error).splitlines()[0])
+    for name, dataset in expanded["datasets"].items():  # splits of datasets of fixed size
+        problem = split_problem(name, dataset)
+        if problem:
+            stop(problem)
     config.update(expanded)  # the paper section's runs spelled out, as `wscat` reads them
 
 
@@ -70,13 +92,16 @@ def get_params_path():
     Subcommands see one file, so the effective config must be exactly one file's content
     (`--configfile other.yaml` with a whole params file works; `--config key=value` does not).
     """
-    path = (workflow.overwrite_configfiles or workflow.configfiles)[-1]
+    files = workflow.overwrite_configfiles or workflow.configfiles
+    if len(files) > 1:
+        stop(
+            f"{len(files)} --configfile files given; wscat subcommands read one params file, so "
+            "merge them into one whole params file and pass that"
+        )
+    path = files[-1]
     with open(path) as handle:
         if validate_params(yaml.safe_load(handle)) != config:
-            stop(
-                f"the effective config differs from {path}; wscat subcommands read one params "
-                "file, so pass a whole params file with --configfile instead of --config overrides"
-            )
+            stop(f"the effective config differs from {path}; pass a whole params file")
     return str(path)
 
 
@@ -132,9 +157,10 @@ _archive_checked = {}
 
 
 def get_split_input(wildcards):
-    """The dataset's archives. While the DAG is built, a dataset whose archives are neither here
-    nor downloadable stops the run with one line naming the file, its source and its place
-    (WSCAT_SKIP_ARCHIVE_CHECK=1 skips this, for tools that only read the DAG)."""
+    """The dataset's archives. While the DAG is built, a split the dataset cannot hold (for the
+    datasets whose size is fixed), a corrupt archive (md5) or one that is neither here nor
+    downloadable stops the run with the split step's one line (WSCAT_SKIP_ARCHIVE_CHECK=1 skips
+    this, for tools that only read the DAG)."""
     dataset = wildcards.dataset
     files = get_raw_files(dataset)
     if files and not os.environ.get("WSCAT_SKIP_ARCHIVE_CHECK"):
@@ -337,5 +363,6 @@ def get_paper_section(wildcards):
     )
 
 
+use_given_configfile()
 validate_config()
 PARAMS = get_params_path()

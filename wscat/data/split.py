@@ -1,6 +1,7 @@
 """Test split (official, or fixed and stratified); labelled and validation sets per seed."""
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,14 +112,40 @@ def save_split(split: Split, path: str | Path) -> None:
 
 
 def load_split(path: str | Path) -> Split:
-    """Read a split written by `save_split`."""
+    """Read a split written by `save_split`; a truncated or foreign file raises ValueError."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"split file not found: {path} (run `wscat split` first)")
     try:
         with np.load(path, allow_pickle=False) as data:
-            return Split(dataset=str(data["dataset"]), seed=int(data["seed"]),
-                         labelled=data["labelled"], unlabelled=data["unlabelled"],
-                         validation=data["validation"], test=data["test"])
-    except (KeyError, ValueError, OSError) as error:
-        raise ValueError(f"{path} is not a wscat split file ({error}); rerun `wscat split`") from error
+            split = Split(dataset=str(data["dataset"]), seed=int(data["seed"]),
+                          labelled=data["labelled"], unlabelled=data["unlabelled"],
+                          validation=data["validation"], test=data["test"])
+    except (KeyError, ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"{path} is not a wscat split file ({reason}); delete it and rerun "
+                         "`wscat split`") from error
+    for part in PARTS:
+        indices = getattr(split, part)
+        if indices.ndim != 1 or not np.issubdtype(indices.dtype, np.integer):
+            raise ValueError(f"{path}: `{part}` must be a list of integer indices; delete it and "
+                             "rerun `wscat split`")
+    return split
+
+
+PARTS = ("labelled", "unlabelled", "validation", "test")
+
+
+def check_split_fits(split: Split, n_images: int, path: str | Path) -> None:
+    """Refuse a split whose indices fall outside a dataset of `n_images`, or whose training
+    parts overlap its test part."""
+    for part in PARTS:
+        indices = getattr(split, part)
+        if len(indices) and (indices.min() < 0 or indices.max() >= n_images):
+            raise ValueError(f"{path}: `{part}` holds indices outside 0..{n_images - 1} of dataset "
+                             f"'{split.dataset}'; it was made for another dataset: delete it and "
+                             "rerun `wscat split`")
+    for part in ("labelled", "unlabelled", "validation"):
+        if len(np.intersect1d(getattr(split, part), split.test)):
+            raise ValueError(f"{path}: `{part}` shares images with `test`; delete it and rerun "
+                             "`wscat split`")

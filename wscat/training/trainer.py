@@ -27,7 +27,7 @@ from wscat.config import RunConfig
 from wscat.data import augment, iterations_per_epoch, sample_batch_indices
 from wscat.data.sampler import labelled_per_batch
 from wscat.evaluation import accuracy, harmonic_mean
-from wscat.io import write_text
+from wscat.io import atomic_path, write_text
 from wscat.methods import Batch, Method, StepContext, build_method
 from wscat.models import build_model
 from wscat.training.ema import make_ema, update_ema
@@ -272,9 +272,8 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
 
     out_dir.mkdir(parents=True, exist_ok=True)
     _write_log(out_dir / "train_log.csv", history)
-    shutil.copyfile(resume_dir / "best.pt", out_dir / ".best.pt.tmp")
-    shutil.move(out_dir / ".best.pt.tmp", out_dir / "best.pt")
-    shutil.copyfile(resume_dir / "last.pt", out_dir / ".last.pt.tmp")
-    shutil.move(out_dir / ".last.pt.tmp", out_dir / "last.pt")
+    for name in ("best.pt", "last.pt"):  # a full disk here leaves resume/ for the rerun
+        with atomic_path(out_dir / name) as tmp:
+            shutil.copyfile(resume_dir / name, tmp)
     shutil.rmtree(resume_dir)
     return {"best_epoch": best["epoch"], "best_score": best["score"], "epochs": cfg["epochs"]}

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -42,9 +43,21 @@ def host_answers(url: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
+# Present archives up to this size get their md5 checked by a dry run (CIFAR's take a second);
+# bigger ones (ImageNet32's batches) only at `wscat fetch` / split time.
+MD5_IN_DRY_RUN_BYTES = 512 << 20
+
+
 def archive_problem(name: str, archives: list[Archive], download: bool) -> str | None:
-    """Cheap check (existence only, no md5): None when the archives are there or can be fetched."""
+    """Cheap check: None when the archives are there or can be fetched. Present archives up to
+    MD5_IN_DRY_RUN_BYTES are md5-checked, with the split step's line when corrupt."""
     missing = [a for a in archives if not a.path.is_file()]
+    for archive in archives:
+        if archive not in missing and archive.path.stat().st_size <= MD5_IN_DRY_RUN_BYTES:
+            try:
+                verify(name, archive)
+            except DatasetUnavailable as error:
+                return str(error)
     if not missing:
         return None
     if download and all(a.url for a in missing):
@@ -61,20 +74,31 @@ def _download(name: str, archive: Archive) -> None:
     from torchvision.datasets.utils import download_url
 
     assert archive.url is not None
+    made = [p for p in reversed(archive.path.parents) if not p.exists()]  # removed on failure
     archive.path.parent.mkdir(parents=True, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=f".{archive.path.name}.", dir=archive.path.parent)
     try:
         download_url(archive.url, root=scratch, filename=archive.path.name, md5=archive.md5)
         os.replace(os.path.join(scratch, archive.path.name), archive.path)
+        made = []
     except (OSError, RuntimeError) as error:  # URLError is an OSError; md5 mismatch a RuntimeError
         raise DatasetUnavailable(missing_message(
             name, [archive], True, f" (download failed: {one_line(error)})")) from error
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        for folder in reversed(made):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def md5_of(path: Path, chunk: int = 1 << 20) -> str:
-    """The file's md5 as hex (hashlib here: importing torchvision alone takes seconds)."""
+    """The file's md5 as hex (hashlib here: importing torchvision alone takes seconds); computed
+    once per file version in a process (a dry run asks once per dataset sharing the archive)."""
+    stat = path.stat()
+    return _md5_cached(str(path.resolve()), stat.st_size, stat.st_mtime_ns, chunk)
+
+
+@lru_cache(maxsize=64)
+def _md5_cached(path: str, size: int, mtime_ns: int, chunk: int) -> str:
     digest = hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as handle:
         while block := handle.read(chunk):
