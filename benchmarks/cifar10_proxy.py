@@ -201,6 +201,12 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
              out / "Tab-RQ1-CIFAR10-vs-paper.csv", "ours+paper"),
             ("Tab-datasets", out / "Tab-datasets.csv", "mean")):
         text.write(f"\n## {name}\n\n{wide(path, cell)}")
+    text.write("\n## Per run (also when the tables were not made)\n\n"
+               "| method | epochs | s/epoch | accuracy (%) |\n|---|---|---|---|\n")
+    for method in experiment["methods"]:
+        run = paper.Run(dataset, experiment["model"], method, seed)
+        text.write(f"| {method} | {_epochs(Path(run.train_log(str(results))))} | "
+                   f"{_accuracies(Path(run.metrics(str(results))))} |\n")
     for pseudo in sorted((results / "pseudo").glob(f"{dataset}/*/*/seed{seed}.json")):
         report = json.loads(pseudo.read_text())
         text.write(f"\npseudo-label accuracy of {pseudo.parent.name} on the {report.get('n')} "
@@ -209,6 +215,22 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
         if job.status in ("failed", "killed"):
             text.write(f"\n## {job.name}: {job.status}\n\n```\n{tail(job.log)}\n```\n")
     return text.getvalue()
+
+
+def _epochs(train_log: Path) -> str:
+    """'epochs | mean seconds an epoch' from a train_log.csv."""
+    if not train_log.is_file():
+        return "- | -"
+    with open(train_log, newline="") as handle:
+        seconds = [float(row["seconds"]) for row in csv.DictReader(handle) if row.get("seconds")]
+    return f"{len(seconds)} | {sum(seconds) / max(len(seconds), 1):.1f}"
+
+
+def _accuracies(metrics: Path) -> str:
+    if not metrics.is_file():
+        return "-"
+    accuracy = json.loads(metrics.read_text())["accuracy"]
+    return ", ".join(f"{name} {value:.2f}" for name, value in accuracy.items())
 
 
 def bundle(results: Path, dataset: str, target: Path) -> None:

@@ -138,3 +138,19 @@ def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(archive, tmp_path: P
     assert f"results/metrics/{PROXY}/wrn-10-1/rst/seed1.json" in names
     assert not [name for name in names if name.endswith(".pt")]
     assert "done train wscat" in (out / "progress.log").read_text()
+
+
+def test_the_job_runner_skips_after_a_failure_and_stops_at_its_deadline(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from jobrunner import Job, run_jobs
+
+    python = [sys.executable, "-c"]
+    jobs = [Job("ok", [*python, "pass"]), Job("fails", [*python, "raise SystemExit(3)"], ["ok"]),
+            Job("needs the failed", [*python, "pass"], ["fails"]),
+            Job("slow", [*python, "import time; time.sleep(30)"], ["ok"])]
+    for job in jobs:
+        job.log = tmp_path / f"{job.name}.log"
+    said: list[str] = []
+    run_jobs(jobs, parallel=2, say=said.append, deadline_s=3.0)
+    assert [job.status for job in jobs] == ["done", "failed", "skipped", "killed"]
+    assert any("killed slow" in line for line in said)
