@@ -24,10 +24,13 @@ from wscat.data.sources.cifar import CIFAR10
 PROXY = "cifar10-proxy"
 
 
-def tiny_proxy_params(raw: Path, md5: str) -> dict:
-    """The proxy tier on a 300 + 40 image archive: its first 200 + 20, a one-block WRN, one epoch."""
+def tiny_proxy_params(raw: Path, md5: str, methods: list[str] | None = None) -> dict:
+    """The proxy tier on a 300 + 40 image archive: its first 200 + 20, a one-block WRN, one epoch;
+    `methods` cuts the six to fewer."""
     params = real_params()
-    params["experiments"] = {PROXY: {**params["experiments"][PROXY], "model": "wrn-10-1"}}
+    experiment = params["experiments"][PROXY]
+    params["experiments"] = {PROXY: {**experiment, "model": "wrn-10-1",
+                                     "methods": methods or experiment["methods"]}}
     params["paper"] = {PROXY: params["paper"][PROXY]}
     params["paper"][PROXY]["model_names"]["wrn-10-1"] = "WRN-10-1"
     params["models"]["wrn-10-1"] = {"architecture": "wideresnet", "depth": 10, "width": 1}
@@ -106,9 +109,28 @@ def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> No
     assert "--model wrn-16-4" in result.stdout
 
 
+def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import build_jobs, proxy_params
+
+    params = proxy_params(real_params(), seed=2, npz=tmp_path / "p.npz", epochs=None)
+    assert params["datasets"][PROXY]["source"] == "npz" and "root" not in params["datasets"][PROXY]
+    assert params["training"][PROXY]["epochs"] == 15 and params["experiments"][PROXY]["seeds"] == [2]
+    jobs = {job.name: job for job in build_jobs(params, tmp_path / "params.yaml", 2, tmp_path, 2)}
+    assert Counter(name.split()[0] for name in jobs) == {
+        "split": 1, "train": 6, "pseudo-label": 2, "evaluate": 6, "table": 1, "paper-table": 2,
+        "paper-compare": 1, "curves": 6}
+    assert jobs["train wscat"].deps == ["split", "pseudo-label mt"]
+    assert jobs["train rst"].deps == ["split", "pseudo-label standard"]
+    assert "--paper-cells" in jobs["paper-compare Tab-RQ1-CIFAR10"].argv
+    assert all("--model wrn-16-4" in " ".join(job.argv) for name, job in jobs.items()
+               if name.startswith(("train", "evaluate")))
+
+
 def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(archive, tmp_path: Path) -> None:
+    """Three of the six methods (every kind of step; the six ran by hand on the same config)."""
     raw, md5 = archive
-    params = tiny_proxy_params(raw, md5)
+    params = tiny_proxy_params(raw, md5, ["standard", "mt", "wscat"])
     base = tmp_path / "params.yaml"
     base.write_text(yaml.safe_dump(params, sort_keys=False))
     npz = _npz_of(load_dataset(PROXY, load_params(base)["datasets"][PROXY]), tmp_path / "p.npz")
@@ -124,7 +146,7 @@ def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(archive, tmp_path: P
     assert used["experiments"][PROXY]["seeds"] == [1]
     with open(results / f"tables/{PROXY}.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert Counter(row["metric"] for row in rows)["Mean"] == 6
+    assert Counter(row["metric"] for row in rows)["Mean"] == 3
     with open(results / f"paper/{PROXY}/Tab-RQ1-CIFAR10-vs-paper.csv", newline="") as handle:
         compared = list(csv.DictReader(handle))
     wscat = {row["metric"]: row for row in compared if row["method"] == "WSCAT"}
@@ -135,7 +157,7 @@ def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(archive, tmp_path: P
     with tarfile.open(out / "results.tar.gz") as tar:
         names = tar.getnames()
     assert f"results/curves/{PROXY}/wrn-10-1/wscat/seed1.png" in names
-    assert f"results/metrics/{PROXY}/wrn-10-1/rst/seed1.json" in names
+    assert f"results/metrics/{PROXY}/wrn-10-1/mt/seed1.json" in names
     assert not [name for name in names if name.endswith(".pt")]
     assert "done train wscat" in (out / "progress.log").read_text()
 
