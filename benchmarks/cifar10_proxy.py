@@ -156,7 +156,7 @@ def epoch_note(job: Job) -> str:
 
 def wide(path: Path, cell: str = "mean") -> str:
     """A long table CSV (method, metric, ...) as Markdown: a row per method, a column per metric;
-    `cell` is the CSV column shown ('mean'; the companion: 'ours' and 'paper', as 'ours / paper')."""
+    `cell`: the CSV column shown ('mean'), or columns joined by '+' ('ours+paper')."""
     if not path.is_file():
         return f"({path.name} was not made)\n"
     with open(path, newline="") as handle:
@@ -278,6 +278,8 @@ def main() -> int:
     write_text(args.out / "summary.md", summary(params, jobs, args.results, args.seed, args.npz,
                                                 elapsed))
     bundle(args.results, dataset, args.out / "results.tar.gz")
+    for path in args.out.iterdir():  # atomic writes leave 0600 files; let any reader fetch them
+        path.chmod(0o644)
     done = sum(job.status == "done" for job in jobs)
     say(f"{done} of {len(jobs)} steps done in {elapsed:.0f} s; {args.out}/summary.md")
     return 0 if done == len(jobs) else 1

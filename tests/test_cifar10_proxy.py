@@ -92,7 +92,8 @@ def test_the_real_params_define_the_proxy_tier() -> None:
     from wscat.report import paper
 
     assert paper.table_labels(params, PROXY) == ["Tab-datasets", "Tab-RQ1-CIFAR10"]
-    assert len(paper.table_labels(params, "paper")) == 10 and paper.tier_figures(params, PROXY) == []
+    assert len(paper.table_labels(params, "paper")) == 10
+    assert paper.tier_figures(params, PROXY) == []
 
 
 def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> None:
@@ -115,7 +116,8 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
 
     params = proxy_params(real_params(), seed=2, npz=tmp_path / "p.npz", epochs=None)
     assert params["datasets"][PROXY]["source"] == "npz" and "root" not in params["datasets"][PROXY]
-    assert params["training"][PROXY]["epochs"] == 15 and params["experiments"][PROXY]["seeds"] == [2]
+    assert params["training"][PROXY]["epochs"] == 15
+    assert params["experiments"][PROXY]["seeds"] == [2]
     jobs = {job.name: job for job in build_jobs(params, tmp_path / "params.yaml", 2, tmp_path, 2)}
     assert Counter(name.split()[0] for name in jobs) == {
         "split": 1, "train": 6, "pseudo-label": 2, "evaluate": 6, "table": 1, "paper-table": 2,
