@@ -62,14 +62,19 @@ def test_dry_run_lists_every_job_of_the_real_params(tmp_path: Path, env: dict[st
                  {**env, "WSCAT_SKIP_ARCHIVE_CHECK": "1"})
     assert result.returncode == 0, result.stderr
     from wscat.config import method_for
+    from wscat.data import raw_files
 
+    # One fetch job per archive, named by its first dataset (the CIFAR-10 proxy reads CIFAR-10's).
+    fetch_job = {}
+    for name, entry in params["datasets"].items():
+        fetch_job.setdefault(tuple(raw_files(name, entry)), f"fetch_{name.replace('-', '_')}")
     # Experiments share jobs (the ablation table reuses WSCAT's runs): count distinct outputs.
     splits, trains, pseudo, evaluates, tables, fetches = set(), set(), set(), set(), set(), set()
     for name, experiment in params["experiments"].items():
         dataset, model = experiment["dataset"], experiment["model"]
         tables.add(name)
         if dataset != "digits":
-            fetches.add(f"fetch_{dataset}")
+            fetches.add(fetch_job[tuple(raw_files(dataset, params["datasets"][dataset]))])
         for seed in experiment["seeds"]:
             splits.add((dataset, seed))
             for method in experiment["methods"]:

@@ -9,6 +9,7 @@ import copy
 import csv
 import json
 import os
+import shlex
 import sys
 
 import yaml
@@ -37,7 +38,14 @@ wildcard_constraints:
 
 # The keys of a dataset section that decide its split; the threat model and augmentation
 # (eps, step sizes, augment) do not, so changing them must not re-split and re-run everything.
-SPLIT_KEYS = ("test_fraction", "labelled", "val_fraction", "val_max", "unlabelled_fraction")
+SPLIT_KEYS = (
+    "test_fraction",
+    "labelled",
+    "val_fraction",
+    "val_max",
+    "unlabelled_fraction",
+    "subset",
+)
 
 
 def stop(message):
@@ -349,12 +357,20 @@ def get_paper_figure_input(wildcards):
         stop(str(error))
 
 
+def get_paper_cells_flag(wildcards):
+    """--paper-cells where a tier dataset's companion compares with the paper's cells of other
+    names (the CIFAR-10 proxy's WRN-16-4 beside CIFAR10 WRN-28-10); nothing otherwise."""
+    try:
+        cells = paper_files.paper_cells(config, wildcards.tier, wildcards.label)
+    except ConfigError as error:
+        stop(str(error))
+    return "" if cells is None else " --paper-cells " + " ".join(map(shlex.quote, cells))
+
+
 def get_paper_section(wildcards):
     """What a tier's outputs read from params.yaml: the tier, and every experiment it names."""
     tier = paper_files.tier_spec(config, wildcards.tier)
-    experiments = {
-        e[part]["experiment"] for e in tier["datasets"] for part in ("performance", "ablation")
-    }
+    experiments = {e[part]["experiment"] for e in tier["datasets"] for part in paper_files.parts(e)}
     return to_json(
         {
             "tier": tier,

@@ -49,8 +49,10 @@ rule paper_compare:
     conda:
         "../envs/wscat.yaml"
     threads: 1
+    params:
+        cells=get_paper_cells_flag,
     shell:
-        "wscat paper-compare --label {wildcards.label} --table-csv {input}"
+        "wscat paper-compare --label {wildcards.label} --table-csv {input}{params.cells}"
         " --tex {output.tex} --csv {output.csv} > {log} 2>&1"
 
 

@@ -123,7 +123,8 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
     table = f"results/tables/{name}.tex"
     outputs = snakemake_outputs(root, table)
     archives = sorted(path for path, rule in outputs if rule.startswith("fetch_"))
-    if archives:
+    fetched = {path for fetch in fetches.values() for out in fetch["outs"] for path in out}
+    if archives and not set(archives) <= fetched:  # one stage per archive (proxy: CIFAR-10s)
         fetches.setdefault(f"fetch-{experiment['dataset']}",
                            fetch_stage(experiment["dataset"], archives))
     outs = [path for path, rule in outputs if rule == "table" and not path.endswith(".json")]

@@ -20,6 +20,9 @@ def add_parsers(steps: Any, common: Callable[..., None]) -> None:
     p = steps.add_parser("paper-compare", help="a table's companion: ours, the paper's, difference")
     p.add_argument("--label", required=True)
     p.add_argument("--table-csv", type=Path, required=True, help="the table's long CSV")
+    p.add_argument("--paper-cells", nargs=2, metavar=("DATASET", "MODEL"), default=None,
+                   help="compare with the paper's cells of this dataset and model (default: "
+                        "the table's own names; the CIFAR-10 proxy: CIFAR10 WRN-28-10)")
     p.add_argument("--tex", type=Path, required=True)
     p.add_argument("--csv", type=Path, required=True)
 
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace, params: dict[str, Any] | None,
     elif args.step == "paper-compare":
         from wscat.report.compare import join, render
 
-        tex, table = render(join(args.table_csv), args.label)
+        cells = tuple(args.paper_cells) if args.paper_cells else None
+        tex, table = render(join(args.table_csv, cells), args.label, cells)
         write_text(args.csv, table)
         write_text(args.tex, tex)
     elif args.step == "paper-figure":

@@ -18,6 +18,10 @@ from wscat.config import ConfigError, beta_method, full_dataset, method_for, unl
 REPORTED = Path(__file__).with_name("reported.csv")  # the paper's tables, one row per cell
 CROSS_DATASET_TABLES = ("Tab-datasets", "Tab-mode", "tab-sup", "Tab-ap-time")
 FIGURES = ("Fig-similarity", "Fig-beta", "Fig-unlabel", "Fig-feature")
+# The tier section each figure needs; a tier without the section (the CIFAR-10 proxy) has no
+# such figure.
+FIGURE_SECTIONS = {"Fig-similarity": "similarity", "Fig-beta": "beta",
+                   "Fig-unlabel": "unlabelled", "Fig-feature": "feature"}
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,17 @@ def tier_spec(params: dict[str, Any], tier: str) -> dict[str, Any]:
         raise ConfigError(f"unknown paper tier '{tier}'; params.yaml paper: has "
                           f"{', '.join(tiers) or 'none'}")
     return tiers[tier]
+
+
+def parts(entry: dict[str, Any]) -> list[str]:
+    """The tables a tier dataset fills: 'performance' always, 'ablation' where configured."""
+    return [part for part in ("performance", "ablation") if part in entry]
+
+
+def tier_figures(params: dict[str, Any], tier: str) -> list[str]:
+    """The figures a tier configures, in the paper's order."""
+    spec = tier_spec(params, tier)
+    return [figure for figure in FIGURES if FIGURE_SECTIONS[figure] in spec]
 
 
 def experiment(params: dict[str, Any], name: str, dataset: str | None = None) -> dict[str, Any]:
@@ -130,19 +145,23 @@ def unlabelled_runs(params: dict[str, Any], tier: str, entry: dict[str, Any]) ->
 
 
 def table_labels(params: dict[str, Any], tier: str) -> list[str]:
-    """Every table label of a tier, in the paper's order."""
-    datasets = tier_spec(params, tier)["datasets"]
-    return (["Tab-datasets"] + [e["performance"]["label"] for e in datasets] + ["Tab-mode"]
-            + [e["ablation"]["label"] for e in datasets] + ["tab-sup", "Tab-ap-time"])
+    """Every table label of a tier, in the paper's order (those its sections configure)."""
+    spec = tier_spec(params, tier)
+    datasets = spec["datasets"]
+    ablations = [e["ablation"]["label"] for e in datasets if "ablation" in e]
+    return (["Tab-datasets"] + [e["performance"]["label"] for e in datasets]
+            + (["Tab-mode"] if ablations else []) + ablations
+            + (["tab-sup"] if "supervised" in spec else [])
+            + (["Tab-ap-time"] if "time" in spec else []))
 
 
 def table_kind(params: dict[str, Any], tier: str, label: str) -> tuple[str, dict[str, Any] | None]:
     """('datasets' | 'performance' | 'ablation' | 'mode' | 'sup' | 'time', the dataset entry)."""
     fixed = {"Tab-datasets": "datasets", "Tab-mode": "mode", "tab-sup": "sup", "Tab-ap-time": "time"}
-    if label in fixed:
+    if label in fixed and label in table_labels(params, tier):
         return fixed[label], None
     for entry in tier_spec(params, tier)["datasets"]:
-        for part in ("performance", "ablation"):
+        for part in parts(entry):
             if entry[part]["label"] == label:
                 return part, entry
     raise ConfigError(f"'{label}' is not a table of paper tier '{tier}'; its tables: "
@@ -162,7 +181,8 @@ def table_inputs(params: dict[str, Any], tier: str, label: str, root: str = "res
                  for e in datasets]
         return [Run(e["dataset"], "", "", seed).split(root) for e, seed in zip(datasets, seeds)]
     if kind == "mode":
-        return [p for e in datasets for run in experiment_runs(params, e["ablation"]["experiment"])
+        return [p for e in datasets if "ablation" in e
+                for run in experiment_runs(params, e["ablation"]["experiment"])
                 for p in run.evaluated(root)]
     if kind == "sup":
         return [p for run in supervised_runs(params, tier) for p in run.evaluated(root)]
@@ -175,6 +195,9 @@ def table_inputs(params: dict[str, Any], tier: str, label: str, root: str = "res
 def figure_inputs(params: dict[str, Any], tier: str, figure: str, root: str = "results") -> list[str]:
     """The files one figure is computed from."""
     spec = tier_spec(params, tier)
+    if figure in FIGURE_SECTIONS and FIGURE_SECTIONS[figure] not in spec:
+        raise ConfigError(f"paper tier '{tier}' has no {FIGURE_SECTIONS[figure]}: section, so no "
+                          f"{figure}; its figures: {', '.join(tier_figures(params, tier)) or 'none'}")
     files: list[str] = []
     for entry in spec["datasets"]:
         model = dataset_model(params, entry)
@@ -203,9 +226,20 @@ def reported() -> tuple[dict[str, str], ...]:
         return tuple(csv.DictReader(handle))
 
 
+def paper_cells(params: dict[str, Any], tier: str, label: str) -> tuple[str, str] | None:
+    """The paper's (dataset, model) whose cells a per-dataset table's companion puts beside ours,
+    where its tier dataset names them in `compare` (the CIFAR-10 proxy's WRN-16-4 beside the
+    paper's CIFAR10 WRN-28-10); None: the same names as ours."""
+    _, entry = table_kind(params, tier, label)
+    if entry is None or "compare" not in entry:
+        return None
+    return entry["compare"]["dataset"], entry["compare"]["model"]
+
+
 def has_companion(params: dict[str, Any], tier: str, label: str) -> bool:
     """Whether the paper reports cells of this table for a dataset of the tier."""
-    names = {entry["name"] for entry in tier_spec(params, tier)["datasets"]}
+    cells = paper_cells(params, tier, label)
+    names = {cells[0]} if cells else {e["name"] for e in tier_spec(params, tier)["datasets"]}
     return any(row["table"] == label and row["dataset"] in names for row in reported())
 
 
@@ -217,9 +251,10 @@ def tier_outputs(params: dict[str, Any], tier: str, root: str = "results") -> li
         files += [f"{out}/{label}.tex", f"{out}/{label}.csv"]
         if has_companion(params, tier, label):
             files += [f"{out}/{label}-vs-paper.tex", f"{out}/{label}-vs-paper.csv"]
-    files += [f"{out}/{figure}.{ext}" for figure in FIGURES for ext in ("pdf", "png")]
+    files += [f"{out}/{figure}.{ext}" for figure in tier_figures(params, tier)
+              for ext in ("pdf", "png")]
     runs = {run for e in tier_spec(params, tier)["datasets"]
-            for part in ("performance", "ablation")
+            for part in parts(e)
             for run in experiment_runs(params, e[part]["experiment"])}
     files += [f"{run.curves(root)}.png" for run in sorted(runs, key=str)]
     return files

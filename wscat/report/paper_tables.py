@@ -116,7 +116,7 @@ def mode_table(params: dict[str, Any], tier: str, files: list[str]
                ) -> tuple[str, list[dict[str, Any]]]:
     """Table 5 (Tab-mode): the harmonic mean of WSCAT and its variants, one column per dataset."""
     names, _ = _names(params, tier)
-    entries = paper.tier_spec(params, tier)["datasets"]
+    entries = [e for e in paper.tier_spec(params, tier)["datasets"] if "ablation" in e]
     summaries, rows = {}, []
     for entry in entries:
         experiment = params["experiments"][entry["ablation"]["experiment"]]

@@ -15,6 +15,7 @@ from wscat.data.sources.cifar import CIFAR10, CIFAR100
 from wscat.data.sources.digits import Digits
 from wscat.data.sources.imagenet32 import ImageNet32
 from wscat.data.sources.npz import Npz
+from wscat.data.sources.subset import take_subset
 
 SOURCES: dict[str, Source] = {"digits": Digits(), "cifar10": CIFAR10, "cifar100": CIFAR100,
                               "imagenet32": ImageNet32(), "npz": Npz()}
@@ -63,8 +64,9 @@ def load_dataset(name: str, cfg: Mapping[str, Any] | None = None) -> ImageDatase
     """Load dataset `name` as configured in params.yaml's `datasets.<name>` (None: defaults).
 
     Archives are fetched and verified first; a missing or corrupt one raises DatasetUnavailable.
+    `subset` keeps the first N training and first M test images (the CIFAR-10 proxy).
     """
     cfg = cfg or {}
     source = _source(name, cfg)
     fetch_dataset(name, cfg)
-    return source.read(name, cfg)
+    return take_subset(source.read(name, cfg), cfg.get("subset"), name)

@@ -1,0 +1,180 @@
+"""The CIFAR-10 proxy tier (README, "CIFAR-10 proxy"): the subset knob, the npz export as the same
+dataset, the Snakemake DAG of three seeds, and benchmarks/cifar10_proxy.py (the one-GPU-call
+script) end to end on a tiny archive in the official format built here."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from tests.archives import write_cifar10
+from tests.test_workflow import BIN, ROOT, copy_workflow, job_counts, real_params, run
+from wscat.config import load_params
+from wscat.data import load_dataset
+from wscat.data.sources.cifar import CIFAR10
+
+PROXY = "cifar10-proxy"
+
+
+def tiny_proxy_params(raw: Path, md5: str, methods: list[str] | None = None) -> dict:
+    """The proxy tier on a 300 + 40 image archive: its first 200 + 20, a one-block WRN, one epoch;
+    `methods` cuts the six to fewer."""
+    params = real_params()
+    experiment = params["experiments"][PROXY]
+    params["experiments"] = {PROXY: {**experiment, "model": "wrn-10-1",
+                                     "methods": methods or experiment["methods"]}}
+    params["paper"] = {PROXY: params["paper"][PROXY]}
+    params["paper"][PROXY]["model_names"]["wrn-10-1"] = "WRN-10-1"
+    params["models"]["wrn-10-1"] = {"architecture": "wideresnet", "depth": 10, "width": 1}
+    params["datasets"][PROXY].update(root=str(raw), md5=md5, download=False, labelled=100,
+                                     subset={"train": 200, "test": 20}, train_steps=2)
+    params["training"][PROXY].update(epochs=1, batch_size=64, precision="fp32",
+                                     channels_last=False)
+    params["evaluation"].update(pgd_steps=3, cw_steps=3)
+    params["evaluation"]["checks"]["pgd_steps"] = [1, 3]
+    params["evaluation"]["nrf"].update(ib_steps=5, steps=3)
+    params["evaluation"]["per_dataset"][PROXY] = {"autoattack": {"n_examples": 4}}
+    return params
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    raw = tmp_path_factory.mktemp("raw")
+    return raw, write_cifar10(raw, train_per_class=30, test_per_class=4)
+
+
+def _npz_of(data, path: Path) -> Path:
+    """The dataset's images as the proxy's npz export: HWC uint8 train and test."""
+    n = data.train_size
+    hwc = data.images.permute(0, 2, 3, 1).numpy()
+    np.savez(path, x_train=hwc[:n], y_train=data.labels[:n].numpy(), x_test=hwc[n:],
+             y_test=data.labels[n:].numpy())
+    return path
+
+
+def test_subset_keeps_the_first_images_in_the_official_order(archive, tmp_path: Path) -> None:
+    raw, md5 = archive
+    cfg = {"source": "cifar10", "root": str(raw), "md5": md5}
+    whole = load_dataset("cifar10", cfg)
+    proxy = load_dataset(PROXY, {**cfg, "subset": {"train": 200, "test": 20}})
+    assert proxy.train_size == 200 and len(proxy.labels) == 220
+    assert torch.equal(proxy.images[:200], whole.images[:200])
+    assert torch.equal(proxy.images[200:], whole.images[300:320])
+    assert torch.equal(proxy.labels[200:], whole.labels[300:320])
+    # The npz export of those positions is the same dataset, normalisation included.
+    npz = _npz_of(proxy, tmp_path / "proxy.npz")
+    offline = load_dataset(PROXY, {"source": "npz", "path": str(npz), "mean": list(CIFAR10.mean),
+                                   "std": list(CIFAR10.std), "subset": {"train": 200, "test": 20}})
+    assert torch.equal(offline.images, proxy.images) and torch.equal(offline.labels, proxy.labels)
+    assert (offline.mean, offline.std, offline.train_size) == (proxy.mean, proxy.std, 200)
+    with pytest.raises(ValueError, match="subset.train = 400"):
+        load_dataset(PROXY, {**cfg, "subset": {"train": 400}})
+
+
+def test_the_real_params_define_the_proxy_tier() -> None:
+    params = load_params(ROOT / "params.yaml")
+    dataset = params["datasets"][PROXY]
+    assert dataset["source"] == "cifar10" and dataset["subset"] == {"train": 15000, "test": 1000}
+    assert dataset["labelled"] == 4000 and dataset["eps"] == pytest.approx(8 / 255)
+    assert params["experiments"][PROXY]["model"] == "wrn-16-4"
+    assert params["experiments"][PROXY]["methods"] == ["standard", "trades", "wscat-sup", "mt",
+                                                       "rst", "wscat"]
+    assert params["training"][PROXY]["precision"] == "bf16"
+    # The paper tier's tables are untouched by the optional sections.
+    from wscat.report import paper
+
+    assert paper.table_labels(params, PROXY) == ["Tab-datasets", "Tab-RQ1-CIFAR10"]
+    assert len(paper.table_labels(params, "paper")) == 10
+    assert paper.tier_figures(params, PROXY) == []
+
+
+def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> None:
+    workdir = copy_workflow(tmp_path, real_params())
+    (workdir / "data/raw").mkdir(parents=True)
+    (workdir / "data/raw/cifar-10-python.tar.gz").write_bytes(b"")  # a dry run checks existence
+    result = run([str(BIN / "snakemake"), "-n", "-p", "--cores", "4", "--resources", "gpu=1", "--",
+                  f"results/tables/{PROXY}.tex", f"results/paper/{PROXY}/index.md"], workdir, env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert job_counts(result.stdout) == {"split": 3, "train": 18, "pseudo_label": 6,
+                                         "evaluate": 18, "table": 1, "paper_table": 2,
+                                         "paper_compare": 1, "curves": 18, "paper_index": 1}
+    assert "--paper-cells CIFAR10 WRN-28-10" in result.stdout
+    assert "--model wrn-16-4" in result.stdout
+
+
+def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import build_jobs, proxy_params
+
+    params = proxy_params(real_params(), seed=2, npz=tmp_path / "p.npz", epochs=None)
+    assert params["datasets"][PROXY]["source"] == "npz" and "root" not in params["datasets"][PROXY]
+    assert params["training"][PROXY]["epochs"] == 15
+    assert params["experiments"][PROXY]["seeds"] == [2]
+    jobs = {job.name: job for job in build_jobs(params, tmp_path / "params.yaml", 2, tmp_path, 2)}
+    assert Counter(name.split()[0] for name in jobs) == {
+        "split": 1, "train": 6, "pseudo-label": 2, "evaluate": 6, "table": 1, "paper-table": 2,
+        "paper-compare": 1, "curves": 6}
+    assert jobs["train wscat"].deps == ["split", "pseudo-label mt"]
+    assert jobs["train rst"].deps == ["split", "pseudo-label standard"]
+    assert "--paper-cells" in jobs["paper-compare Tab-RQ1-CIFAR10"].argv
+    assert all("--model wrn-16-4" in " ".join(job.argv) for name, job in jobs.items()
+               if name.startswith(("train", "evaluate")))
+
+
+def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(archive, tmp_path: Path) -> None:
+    """Three of the six methods (every kind of step; the six ran by hand on the same config)."""
+    raw, md5 = archive
+    params = tiny_proxy_params(raw, md5, ["standard", "mt", "wscat"])
+    base = tmp_path / "params.yaml"
+    base.write_text(yaml.safe_dump(params, sort_keys=False))
+    npz = _npz_of(load_dataset(PROXY, load_params(base)["datasets"][PROXY]), tmp_path / "p.npz")
+    out, results = tmp_path / "out", tmp_path / "results"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--params", str(base),
+         "--npz", str(npz), "--seed", "1", "--jobs", "2", "--threads", "1",
+         "--results", str(results), "--out", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    used = yaml.safe_load((results / "proxy/params.yaml").read_text())
+    assert used["datasets"][PROXY]["source"] == "npz"
+    assert used["experiments"][PROXY]["seeds"] == [1]
+    with open(results / f"tables/{PROXY}.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert Counter(row["metric"] for row in rows)["Mean"] == 3
+    with open(results / f"paper/{PROXY}/Tab-RQ1-CIFAR10-vs-paper.csv", newline="") as handle:
+        compared = list(csv.DictReader(handle))
+    wscat = {row["metric"]: row for row in compared if row["method"] == "WSCAT"}
+    assert wscat["Mean"]["paper"] == "59.4" and wscat["Mean"]["model"] == "WRN-10-1"
+    summary = (out / "summary.md").read_text()
+    assert "| WSCAT |" in summary and "| failed |" not in summary
+    assert "pseudo-label accuracy of mt" in summary
+    with tarfile.open(out / "results.tar.gz") as tar:
+        names = tar.getnames()
+    assert f"results/curves/{PROXY}/wrn-10-1/wscat/seed1.png" in names
+    assert f"results/metrics/{PROXY}/wrn-10-1/mt/seed1.json" in names
+    assert not [name for name in names if name.endswith(".pt")]
+    assert "done train wscat" in (out / "progress.log").read_text()
+
+
+def test_the_job_runner_skips_after_a_failure_and_stops_at_its_deadline(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from jobrunner import Job, run_jobs
+
+    python = [sys.executable, "-c"]
+    jobs = [Job("ok", [*python, "pass"]), Job("fails", [*python, "raise SystemExit(3)"], ["ok"]),
+            Job("needs the failed", [*python, "pass"], ["fails"]),
+            Job("slow", [*python, "import time; time.sleep(30)"], ["ok"])]
+    for job in jobs:
+        job.log = tmp_path / f"{job.name}.log"
+    said: list[str] = []
+    run_jobs(jobs, parallel=2, say=said.append, deadline_s=3.0)
+    assert [job.status for job in jobs] == ["done", "failed", "skipped", "killed"]
+    assert any("killed slow" in line for line in said)
