@@ -101,10 +101,14 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
                 "--metrics", f"{out}.json", "--threads", str(threads)], [f"train {method}"]))
     for method in reversed(order):  # the semi-supervised runs finish last: evaluate them first
         run = paper.Run(dataset, model, method, seed)
-        jobs.append(Job(f"evaluate {method}", [
-            *wscat, "evaluate", *common, "--model", model, "--method", method, "--split", split,
-            "--checkpoint", f"{run.model_dir(root)}/{checkpoint}.pt", "--out", run.metrics(root),
-            "--threads", str(threads)], [f"train {method}"]))
+        evaluate = [*wscat, "evaluate", *common, "--model", model, "--method", method,
+                    "--split", split, "--checkpoint", f"{run.model_dir(root)}/{checkpoint}.pt",
+                    "--threads", str(threads)]
+        jobs.append(Job(f"evaluate {method}", [*evaluate, "--part", "core", "--out",
+                                               run.metrics(root)], [f"train {method}"]))
+        jobs.append(Job(f"evaluate-extra {method}", [
+            *evaluate, "--part", "extra", "--core", run.metrics(root), "--out", run.extra(root)],
+            [f"evaluate {method}"]))
     jobs += report_jobs(params, params_file, seed, results, wscat)
     for job in jobs:
         job.log = logs / (job.name.replace(" ", "-") + ".log")
@@ -118,12 +122,15 @@ def report_jobs(params: dict[str, Any], params_file: Path, seed: int, results: P
     dataset, model, methods = experiment["dataset"], experiment["model"], experiment["methods"]
     root = str(results)
     runs = [paper.Run(dataset, model, m, seed) for m in methods]
-    evaluated = [f"evaluate {m}" for m in methods]
+    core = [f"evaluate {m}" for m in methods]
+    evaluated = core + [f"evaluate-extra {m}" for m in methods]
+    tables = f"{root}/tables/{EXPERIMENT}"
     jobs = [Job("table", [*wscat, "table", "--params", str(params_file), "--experiment",
-                          EXPERIMENT, "--tex", f"{root}/tables/{EXPERIMENT}.tex",
-                          "--csv", f"{root}/tables/{EXPERIMENT}.csv",
-                          "--summary", f"{root}/metrics/{EXPERIMENT}.json",
-                          *[run.metrics(root) for run in runs]], evaluated)]
+                          EXPERIMENT, "--tex", f"{tables}.tex", "--csv", f"{tables}.csv",
+                          "--summary", f"{root}/metrics/{EXPERIMENT}.json", "--md", f"{tables}.md",
+                          "--paired-csv", f"{tables}-paired.csv",
+                          "--paired-tex", f"{tables}-paired.tex",
+                          *[run.metrics(root) for run in runs]], core)]
     out = f"{root}/paper/{TIER}"
     for label in paper.table_labels(params, TIER):
         jobs.append(Job(f"paper-table {label}", [
