@@ -103,15 +103,25 @@ class SwitchesToTrain(nn.Module):
         return x
 
 
-@pytest.mark.parametrize("after", [0, 3, 400])
-def test_no_attack_runs_with_the_model_in_train_mode(digits, after):
+@pytest.mark.parametrize("when", ["before the attacks", "during PGD", "during AutoAttack"])
+def test_no_attack_runs_with_the_model_in_train_mode(digits, when, monkeypatch):
     """Whenever the model leaves eval mode (before the attacks, during PGD, during AutoAttack),
     the next forward pass stops the evaluation."""
+    import wscat.evaluation as evaluation
+
     model, x, y = digits
     sneaky = copy.deepcopy(model)
-    switch = SwitchesToTrain(after)
+    switch = SwitchesToTrain({"before the attacks": 0, "during PGD": 3}.get(when, 10**9))
     switch.owner.append(sneaky)
     sneaky.normalize = nn.Sequential(switch, sneaky.normalize)
+    if when == "during AutoAttack":  # a few forward passes into the first AutoAttack
+        original = evaluation.autoattack_accuracy
+
+        def switching(*args, **kwargs):
+            switch.after = switch.calls + 5
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(evaluation, "autoattack_accuracy", switching)
     with pytest.raises(RuntimeError, match="train mode"):
         attack_suite(sneaky, x[:30], y[:30], eps=EPS, step_size=STEP,
                      evaluation=_evaluation(n_autoattack=10, n_nrf=5), seed=1)
