@@ -418,8 +418,10 @@ def test_pickle_checkpoint_prints_our_line_alone(work):
 
 def test_ctrl_c_during_training_is_one_line(work):
     write_params(work / "params.yaml", tiny_params(epochs=200))
+    # SIG_DFL: a shell that starts tests in the background makes its children ignore SIGINT.
     process = subprocess.Popen([sys.executable, "-m", "wscat", *TRAIN.format(split="s.npz").split()],
-                               cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (work / "out" / "run" / "resume" / "last.pt").exists():  # training has begun
         assert process.poll() is None and time.monotonic() < deadline
