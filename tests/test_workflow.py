@@ -166,7 +166,7 @@ def tiny_params() -> dict:
     params = real_params()
     params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1],
                                         "model": "cnn"}}
-    params["training"]["digits"]["epochs"] = 1
+    params["training"]["digits"]["epochs"] = 3  # enough that a beta change moves the metrics
     params["evaluation"]["n_examples"] = 40
     params["evaluation"]["per_dataset"]["digits"]["autoattack"]["n_examples"] = 8
     return params

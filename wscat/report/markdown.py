@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import pandas as pd
 
 from wscat.report.paired import verdict
-from wscat.report.table import EXTRA_METRICS, METRICS, ROW_NAMES, latex_escape
+from wscat.report.table import latex_escape, row_name, shown_cells
 
 
 def _row(cells: Iterable[str]) -> str:
@@ -18,21 +18,14 @@ def table_markdown(summary: pd.DataFrame, *, methods: Sequence[str],
                    display_names: Mapping[str, str], adversarial: Iterable[str],
                    caption: str) -> str:
     """Table 2 as Markdown: mean ± std per (metric, method); the best AT method in bold."""
-    cells = summary.set_index(["method", "metric"])
-    metrics = METRICS + [m for m in EXTRA_METRICS if m in set(summary["metric"])]
-    adversarial = set(adversarial)
+    rows = shown_cells(summary, methods, adversarial)
+    metrics = [metric for metric, _ in rows]
     lines = [f"*{caption}*", "", _row(["", *(display_names[m] for m in methods)]),
              _row(["---", *("---:" for _ in methods)])]
-    for metric in metrics:
-        shown = {m: (round(cells.at[(m, metric), "mean"], 2), round(cells.at[(m, metric), "std"], 2))
-                 for m in methods}
-        best = max((shown[m][0] for m in methods if m in adversarial), default=None)
-        row = []
-        for method in methods:
-            mean, std = shown[method]
-            text = f"{mean:.2f} ± {std:.2f}"
-            row.append(f"**{text}**" if method in adversarial and mean == best else text)
-        lines.append(_row([ROW_NAMES.get(metric, metric), *row]))
+    for metric, cells in rows:
+        texts = [f"{mean:.2f} ± {std:.2f}" for mean, std, _ in cells]
+        lines.append(_row([row_name(metric, metrics),
+                           *(f"**{t}**" if bold else t for t, (_, _, bold) in zip(texts, cells))]))
     return "\n".join(lines) + "\n"
 
 

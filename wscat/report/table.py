@@ -18,6 +18,7 @@ METRICS = ["Natural", "FGSM", "PGD", "CW", "AA", "Mean"]
 # the paper's AutoAttack variant and NRF. Mean stays the harmonic mean of the five above.
 EXTRA_METRICS = ["AA-paper", "NRF"]
 ROW_NAMES = {"AA": "AA (standard)", "AA-paper": "AA (paper's variant)"}
+BOLD = r"\bm"  # the paper's bold for the best adversarial-training result of a row
 TEMPLATES = Path(__file__).with_name("templates")
 _REQUIRED = ("dataset", "model", "method", "seed", "accuracy")
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
@@ -189,6 +190,32 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
 
 
+def row_name(metric: str, metrics: Sequence[str]) -> str:
+    """A row's name: 'AA (standard)' and 'AA (paper's variant)' once both AutoAttacks are shown."""
+    return ROW_NAMES.get(metric, metric) if len(metrics) > 6 else metric
+
+
+def shown_cells(summary: pd.DataFrame, methods: Sequence[str], adversarial: Iterable[str]
+                ) -> list[tuple[str, list[tuple[float, float, bool]]]]:
+    """Per metric row, per method: (mean, std) rounded as printed, and whether it is the best
+    adversarial-training result of the row (bold; ties included)."""
+    cells = summary.set_index(["method", "metric"])
+    metrics = METRICS + [m for m in EXTRA_METRICS if m in set(summary["metric"])]
+    absent = [(m, k) for m in methods for k in metrics if (m, k) not in cells.index]
+    if absent:
+        raise ValueError(f"summary lacks (method, metric) {absent[0]}")
+    adversarial = set(adversarial)
+    rows = []
+    for metric in metrics:
+        shown = [(round(cells.at[(m, metric), "mean"], 2), round(cells.at[(m, metric), "std"], 2))
+                 for m in methods]
+        best = max((mean for (mean, _), m in zip(shown, methods) if m in adversarial),
+                   default=None)
+        rows.append((metric, [(mean, std, m in adversarial and mean == best)
+                              for (mean, std), m in zip(shown, methods)]))
+    return rows
+
+
 def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: Mapping[str, str],
                adversarial: Iterable[str], caption: str, label: str,
                notes: Sequence[str] = ()) -> str:
@@ -198,25 +225,14 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
     unnamed = [method for method in methods if method not in display_names]
     if unnamed:
         raise ValueError(f"no display name for method(s) {', '.join(unnamed)}")
-    cells = summary.set_index(["method", "metric"])
-    metrics = METRICS + [m for m in EXTRA_METRICS if m in set(summary["metric"])]
-    absent = [(m, k) for m in methods for k in metrics if (m, k) not in cells.index]
-    if absent:
-        raise ValueError(f"summary lacks (method, metric) {absent[0]}")
-    adversarial = set(adversarial)
-    rows = []
-    for metric in metrics:
-        shown = {m: (round(cells.at[(m, metric), "mean"], 2), round(cells.at[(m, metric), "std"], 2))
-                 for m in methods}
-        best = max((shown[m][0] for m in methods if m in adversarial), default=None)
-        row = []
-        for method in methods:
-            mean, std = shown[method]
-            bold = r"\bm" if method in adversarial and mean == best else ""
-            row.append(f"${bold}{{{mean:.2f}}}_{{\\pm{std:.2f}}}$")
-        rows.append({"metric": latex_escape(ROW_NAMES.get(metric, metric)) if len(metrics) > 6
-                     else metric, "rule": metric in ("Mean", EXTRA_METRICS[0]) or (
-                         metric == "NRF" and "AA-paper" not in metrics), "cells": row})
+    rows, shown = [], shown_cells(summary, methods, adversarial)
+    metrics = [metric for metric, _ in shown]
+    for metric, cells in shown:
+        row = [f"${BOLD if bold else ''}{{{mean:.2f}}}_{{\\pm{std:.2f}}}$"
+               for mean, std, bold in cells]
+        rows.append({"metric": latex_escape(row_name(metric, metrics)), "cells": row,
+                     "rule": metric in ("Mean", EXTRA_METRICS[0]) or (
+                         metric == "NRF" and "AA-paper" not in metrics)})
     template = _environment().get_template("table2.tex.j2")
     return template.render(caption=latex_escape(caption), label=label, rows=rows,
                            header=[latex_escape(display_names[m]) for m in methods],
