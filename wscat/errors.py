@@ -13,6 +13,10 @@ DEBUG_ENV = "WSCAT_DEBUG"
 BAD_INPUT, UNEXPECTED, INTERRUPTED = 2, 1, 130
 
 
+# What np.load raises on a truncated, foreign or malformed .npz (and a missing key in it).
+NPZ_ERRORS = (KeyError, ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile)
+
+
 class OutputError(OSError):
     """An output location that cannot be written (read-only, full, not permitted)."""
 

@@ -26,7 +26,6 @@ from wscat.attacks.nrf import nrf_accuracy
 from wscat.attacks.shards import AutoAttackResult, autoattack_accuracy
 
 ATTACKS = ("Natural", "FGSM", "PGD", "CW", "AA")  # the paper's Mean is over these five
-AUTOATTACK_COLUMNS = {"standard": "AA", "paper": "AA-paper"}
 
 
 def harmonic_mean(values: list[float]) -> float:

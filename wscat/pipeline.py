@@ -2,12 +2,12 @@
 a manifest. The Snakemake rules call these through the command line."""
 from __future__ import annotations
 
+import json
 import platform
 import shutil
 import subprocess
 import sys
 import time
-import zipfile
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -22,6 +22,7 @@ from wscat.config import RunConfig
 from wscat.data import ImageDataset, Split, load_dataset, load_split, make_split, save_split
 from wscat.data.sources.base import one_line
 from wscat.data.split import check_split_fits
+from wscat.errors import NPZ_ERRORS
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
 from wscat.io import atomic_path, check_writable, write_json
@@ -84,15 +85,15 @@ def _checked_split(path: Path, dataset: str, seed: int) -> Split:
     return split
 
 
-
-def load_pseudo_labels(path: Path, split: Split) -> np.ndarray:
-    """Pseudo-labels of split.unlabelled, in that order."""
+def load_pseudo_labels(path: Path, split: Split, num_classes: int) -> np.ndarray:
+    """Pseudo-labels of split.unlabelled, in that order, each a class index below
+    `num_classes`."""
     if not path.is_file():
         raise FileNotFoundError(f"pseudo-label file not found: {path} (run `wscat pseudo-label`)")
     try:
         with np.load(path, allow_pickle=False) as data:
             indices, labels = data["indices"], data["pseudo_labels"]
-    except (KeyError, ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile) as error:
+    except NPZ_ERRORS as error:
         raise ValueError(f"{path} is not a wscat pseudo-label file ({one_line(error)}); delete it "
                          "and rerun `wscat pseudo-label`") from error
     if not np.array_equal(indices, split.unlabelled):
@@ -101,6 +102,9 @@ def load_pseudo_labels(path: Path, split: Split) -> np.ndarray:
             or (len(labels) and labels.min() < 0)):
         raise ValueError(f"{path}: `pseudo_labels` must hold one class index per unlabelled "
                          "image; delete it and rerun `wscat pseudo-label`")
+    if len(labels) and labels.max() >= num_classes:
+        raise ValueError(f"{path}: pseudo-labels go up to {labels.max()} but '{split.dataset}' "
+                         f"has {num_classes} classes; rerun `wscat pseudo-label`")
     return labels
 
 
@@ -193,12 +197,10 @@ def run_train(params: dict[str, Any], *, dataset: str, model: str, method: str, 
     if kind == "pseudo" and pseudo_path is None:
         raise ValueError(f"method '{method}' trains on pseudo-labels from "
                          f"'{run.method_params['labeler']}': pass --pseudo FILE")
-    pseudo = load_pseudo_labels(pseudo_path, split) if kind == "pseudo" else None
     source = load_dataset(dataset, params["datasets"][dataset])
     check_split_fits(split, len(source.labels), split_path)
-    if pseudo is not None and len(pseudo) and pseudo.max() >= source.num_classes:
-        raise ValueError(f"{pseudo_path}: pseudo-labels go up to {pseudo.max()} but '{dataset}' "
-                         f"has {source.num_classes} classes; rerun `wscat pseudo-label`")
+    pseudo = (load_pseudo_labels(pseudo_path, split, source.num_classes) if kind == "pseudo"
+              else None)
     data = training_data(source, split, kind, pseudo)
     if run.method_params.get("generated"):
         data = with_generated(data, run, source, labeler_checkpoint, device)
@@ -259,8 +261,6 @@ PARTS = ("all", "core", "extra")
 
 def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
     """The core suite's numbers, read back from its metrics file (the extras' checks need them)."""
-    import json
-
     try:
         data = json.loads(Path(path).read_text())
         found = (data["dataset"], data["model"], data["method"], data["seed"])

@@ -1,12 +1,12 @@
 """Test split (official, or fixed and stratified); labelled and validation sets per seed."""
 from __future__ import annotations
 
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from wscat.errors import NPZ_ERRORS, first_line
 from wscat.io import atomic_path
 
 
@@ -121,10 +121,9 @@ def load_split(path: str | Path) -> Split:
             split = Split(dataset=str(data["dataset"]), seed=int(data["seed"]),
                           labelled=data["labelled"], unlabelled=data["unlabelled"],
                           validation=data["validation"], test=data["test"])
-    except (KeyError, ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f"{path} is not a wscat split file ({reason}); delete it and rerun "
-                         "`wscat split`") from error
+    except NPZ_ERRORS as error:
+        raise ValueError(f"{path} is not a wscat split file ({first_line(error)}); delete it "
+                         "and rerun `wscat split`") from error
     for part in PARTS:
         indices = getattr(split, part)
         if indices.ndim != 1 or not np.issubdtype(indices.dtype, np.integer):

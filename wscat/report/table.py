@@ -73,10 +73,14 @@ def collect(metrics_files: list[Path]) -> pd.DataFrame:
     """
     if not metrics_files:
         raise ValueError("no metrics files given")
+    return _frame(read_runs(metrics_files))
+
+
+def _frame(datas: list[tuple[Path, dict]]) -> pd.DataFrame:
+    """The long frame of `collect` from runs already read (`read_runs`)."""
     records: list[dict] = []
     seen: dict[tuple[str, int], Path] = {}
     setting: tuple[str, str] | None = None
-    datas = read_runs(metrics_files)
     extras = [m for m in EXTRA_METRICS if all(m in d["accuracy"] for _, d in datas)]
     notes: list[str] = []
     for path, data in datas:
@@ -253,7 +257,10 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     from wscat.report import markdown, paired
 
     adversarial = set(adversarial)
-    frame = collect(metrics_files)
+    if not metrics_files:
+        raise ValueError("no metrics files given")
+    runs = read_runs(metrics_files)
+    frame = _frame(runs)
     if (frame.attrs["dataset"], frame.attrs["model"]) != (dataset, model):
         raise ValueError(f"metrics files are for {frame.attrs['dataset']}/{frame.attrs['model']}, "
                          f"not {dataset}/{model}")
@@ -276,9 +283,9 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
         means[row.method][row.metric] = round(float(row.mean), 4)
     outputs = {tex_path: tex, csv_path: csv}
     if md_path or paired_csv_path or paired_tex_path:
-        others = [m for m in methods if m in set(adversarial) and m != paired.REFERENCE]
-        runs = [d for _, d in read_runs(metrics_files) if d["method"] in methods]
-        comparison = (paired.paired_bootstrap(paired.correctness(runs), others)
+        others = [m for m in methods if m in adversarial and m != paired.REFERENCE]
+        shown = [d for _, d in runs if d["method"] in methods]
+        comparison = (paired.paired_bootstrap(paired.correctness(shown), others)
                       if paired.REFERENCE in methods else pd.DataFrame(columns=paired.COLUMNS))
         if md_path:
             outputs[md_path] = "\n".join(filter(None, [
