@@ -29,8 +29,9 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 demo: venv
 	$(SNAKEMAKE) results/tables/digits.tex
 
-# The longer digits targets (README, "Longer targets"): the nine-method Table 2, the ablation
-# (Table 5) and every table and figure of the paper on digits (with AA-paper, NRF and checks).
+# The longer digits targets (docs/digits-tier.md, "Longer targets"): the nine-method Table 2,
+# the ablation (Table 5) and every table and figure of the paper on digits (with AA-paper, NRF
+# and checks).
 table2-digits: venv
 	$(SNAKEMAKE) results/tables/digits-table2.tex
 
@@ -43,6 +44,12 @@ paper-digits: venv
 # Paste the demo's Markdown twin (results/tables/digits.md) into the README.
 readme: demo
 	$(VENV)/bin/python workflow/scripts/readme_tables.py README.md results/tables/digits.md
+
+# The README's data-flow picture: the rule graph of every digits table and figure, laid out by
+# Graphviz (needs `dot`, e.g. apt-get install graphviz). Rerun after adding or renaming a rule.
+.PHONY: rulegraph
+rulegraph: venv
+	$(VENV)/bin/python workflow/scripts/rulegraph.py docs/rulegraph.svg results/paper/digits/index.md
 
 # Snakemake's HTML report of the demo: tables, per-run metrics and training logs with captions.
 report: demo

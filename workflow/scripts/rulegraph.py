@@ -1,0 +1,64 @@
+"""Render the workflow's rule graph (the README's data-flow picture) with Graphviz's `dot`.
+
+    python workflow/scripts/rulegraph.py docs/rulegraph.svg [TARGET ...]
+
+Runs `snakemake --rulegraph` on the targets (default: every table and figure of the digits tier)
+and lays the graph out with `dot`; the output's suffix (.svg, .png, .pdf) picks the format.
+`make rulegraph` calls it; rerun it after adding or renaming a rule.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: its Snakefile
+DEFAULT_TARGETS = ["results/paper/digits/index.md"]
+
+
+def rule_graph(targets: list[str]) -> str:
+    """The DOT text of `snakemake --rulegraph` for the targets."""
+    env = {**os.environ}
+    env.setdefault("XDG_CACHE_HOME", str(ROOT / ".cache"))  # Snakemake needs a writable one
+    search = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    snakemake = shutil.which("snakemake", path=search)
+    if snakemake is None:
+        raise SystemExit("rulegraph: snakemake is not installed; run `make venv` first")
+    done = subprocess.run([snakemake, "--quiet", "all", "--rulegraph", "--", *targets], env=env,
+                          cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0 or "digraph" not in done.stdout:
+        why = (done.stderr or done.stdout).strip()
+        raise SystemExit(f"rulegraph: snakemake --rulegraph failed:\n{why}")
+    return stable(done.stdout[done.stdout.index("digraph"):])
+
+
+def stable(dot_text: str) -> str:
+    """The same DOT text on every run: Snakemake lists the edges in set order, so sort them."""
+    lines = dot_text.rstrip().splitlines()
+    edges = sorted((line for line in lines if " -> " in line),
+                   key=lambda line: [int(node) for node in line.split("->")])
+    others = [line for line in lines if " -> " not in line]
+    return "\n".join([*others[:-1], *edges, others[-1]]) + "\n"
+
+
+def render(dot_text: str, out: Path) -> None:
+    """Lay the graph out with `dot` into `out` (format from its suffix)."""
+    dot = shutil.which("dot")
+    if dot is None:
+        raise SystemExit("rulegraph: Graphviz's `dot` is not installed "
+                         "(e.g. apt-get install graphviz)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([dot, f"-T{out.suffix.lstrip('.')}", "-o", str(out)], input=dot_text, text=True,
+                   check=True)
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0].startswith("-"):
+        raise SystemExit("usage: rulegraph.py OUT.svg [TARGET ...]")
+    render(rule_graph(argv[1:] or DEFAULT_TARGETS), Path(argv[0]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
