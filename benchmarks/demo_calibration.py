@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from wscat import pipeline
 from wscat.config import load_params, validate_params
-from wscat.data import load_split, save_split
+from wscat.data import load_dataset, load_split, save_split
+from wscat.steps import evaluate as evaluate_step, pseudo as pseudo_step
+from wscat.steps import split as split_step, train as train_step
 
 HELD_OUT = 300
 RESULTS = Path(__file__).with_name("results")
@@ -58,7 +59,7 @@ def calibration_split(split_path: Path, out: Path, *, full: bool = False) -> Pat
     """The run's split with HELD_OUT stratified unlabelled images as its test set; `full` labels
     every remaining training image (TRADES with every label)."""
     split = load_split(split_path)
-    labels = np.asarray(pipeline.load_dataset("digits", {"source": "digits"}).labels.numpy())
+    labels = np.asarray(load_dataset("digits", {"source": "digits"}).labels.numpy())
     rng = np.random.default_rng(1000 + split.seed)
     pool = split.unlabelled
     per_class = HELD_OUT // 10
@@ -92,7 +93,7 @@ def run_setting(params: dict[str, Any], methods: list[str], seed: int, tmp: Path
     """Train and evaluate `methods` on one seed's calibration split; one row per method."""
     cpu = torch.device("cpu")
     split = tmp / "split.npz"
-    pipeline.run_split(params, "digits", seed, split)
+    split_step.run(params, "digits", seed, split)
     cal = calibration_split(split, tmp / "cal.npz")
     full = calibration_split(split, tmp / "cal-full.npz", full=True)
     rows, pseudo = [], {}
@@ -101,21 +102,21 @@ def run_setting(params: dict[str, Any], methods: list[str], seed: int, tmp: Path
         knobs = params["methods"][name]
         labeler = knobs.get("labeler")
         started = time.process_time()
-        pipeline.run_train(params, dataset="digits", model="calibration", method=name, seed=seed,
-                           split_path=split_path, pseudo_path=pseudo.get(labeler),
-                           out_dir=tmp / method, device=cpu)
+        train_step.run(params, dataset="digits", model="calibration", method=name, seed=seed,
+                       split_path=split_path, pseudo_path=pseudo.get(labeler),
+                       out_dir=tmp / method, device=cpu)
         trained = time.process_time() - started
         if method in ("standard", "mt"):
             pseudo[method] = tmp / f"pseudo-{method}.npz"
-            pipeline.run_pseudo_label(params, dataset="digits", seed=seed, split_path=cal,
-                                      checkpoint=tmp / method / "best.pt", out=pseudo[method],
-                                      metrics=tmp / f"pseudo-{method}.json", labeler=method,
-                                      device=cpu)
+            pseudo_step.run(params, dataset="digits", seed=seed, split_path=cal,
+                            checkpoint=tmp / method / "best.pt", out=pseudo[method],
+                            metrics=tmp / f"pseudo-{method}.json", labeler=method,
+                            device=cpu)
         started = time.process_time()
-        result = pipeline.run_evaluate(params, dataset="digits", model="calibration", method=name,
-                                       seed=seed, split_path=split_path,
-                                       checkpoint=tmp / method / "best.pt",
-                                       out=tmp / f"{method}.json", device=cpu, part="core")
+        result = evaluate_step.run(params, dataset="digits", model="calibration", method=name,
+                                   seed=seed, split_path=split_path,
+                                   checkpoint=tmp / method / "best.pt",
+                                   out=tmp / f"{method}.json", device=cpu, part="core")
         rows.append({"method": method, "train_s": round(trained, 1),
                      "eval_s": round(time.process_time() - started, 1),
                      **{k: round(v, 2) for k, v in result["accuracy"].items()}})

@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from archives import write_cifar10  # noqa: E402
 
-from wscat import pipeline  # noqa: E402
+from wscat.steps import evaluate as evaluate_step, pseudo as pseudo_step  # noqa: E402
+from wscat.steps import split as split_step, train as train_step  # noqa: E402
 from wscat.checkpoint import load_checkpoint  # noqa: E402
 from wscat.config import load_params  # noqa: E402
 
@@ -44,29 +45,29 @@ def main() -> int:
     params["evaluation"]["per_dataset"]["cifar10"] = {"autoattack": {"n_examples": 50}}
     common = {"dataset": "cifar10", "model": args.model, "seed": 1}
     split = work / "split.npz"
-    pipeline.run_split(params, "cifar10", 1, split)
+    split_step.run(params, "cifar10", 1, split)
     started = time.perf_counter()
-    pipeline.run_train(params, **common, method="mt", split_path=split, pseudo_path=None,
-                       out_dir=work / "mt", device=device)
+    train_step.run(params, **common, method="mt", split_path=split, pseudo_path=None,
+                   out_dir=work / "mt", device=device)
     print(f"mean teacher: {(time.perf_counter() - started) / args.epochs:.1f} s/epoch", flush=True)
     pseudo = work / "pseudo.npz"
-    report = pipeline.run_pseudo_label(params, dataset="cifar10", seed=1, split_path=split,
-                                       checkpoint=work / "mt/best.pt", out=pseudo,
-                                       metrics=work / "pseudo.json", labeler="mt", device=device)
+    report = pseudo_step.run(params, dataset="cifar10", seed=1, split_path=split,
+                             checkpoint=work / "mt/best.pt", out=pseudo,
+                             metrics=work / "pseudo.json", labeler="mt", device=device)
     print(f"pseudo-label accuracy {report['accuracy']:.1f}%", flush=True)
     metrics = []
     for run in ("a", "b"):
         started = time.perf_counter()
-        pipeline.run_train(params, **common, method="wscat", split_path=split, pseudo_path=pseudo,
-                           out_dir=work / run, device=device)
+        train_step.run(params, **common, method="wscat", split_path=split, pseudo_path=pseudo,
+                       out_dir=work / run, device=device)
         print(f"wscat run {run}: {(time.perf_counter() - started) / args.epochs:.1f} s/epoch "
               f"({params['training']['cifar10']['precision']}, channels_last "
               f"{params['training']['cifar10']['channels_last']}, deterministic "
               f"{params['training']['cifar10']['deterministic']})", flush=True)
         started = time.perf_counter()
-        result = pipeline.run_evaluate(params, **common, method="wscat", split_path=split,
-                                       checkpoint=work / run / "best.pt",
-                                       out=work / f"{run}.json", device=device)
+        result = evaluate_step.run(params, **common, method="wscat", split_path=split,
+                                   checkpoint=work / run / "best.pt",
+                                   out=work / f"{run}.json", device=device)
         print(f"evaluate {run}: {time.perf_counter() - started:.1f} s "
               f"{json.dumps(result['accuracy'])}", flush=True)
         metrics.append(result["accuracy"])

@@ -34,8 +34,8 @@ PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e1
 
 
 def machine(device: str, threads: int) -> str:
-    """The hardware (wscat.pipeline.machine, as Tab-ap-time names it) and the torch version."""
-    from wscat.pipeline import machine as hardware
+    """The hardware (wscat.provenance.machine, as Tab-ap-time names it) and the torch version."""
+    from wscat.provenance import machine as hardware
 
     torch.set_num_threads(threads)
     return f"{hardware(torch.device(device))}, torch {torch.__version__}"

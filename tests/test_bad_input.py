@@ -260,21 +260,24 @@ def _refuse(code: int):
 def test_unwritable_output_fails_before_the_work(work, capsys, monkeypatch, command, code, phrase):
     """The writer's probe fails (as on a read-only, forbidden or full folder): the step stops
     before it loads data, trains or attacks."""
-    from wscat import io, pipeline
+    from wscat import io
+    from wscat.steps import evaluate, pseudo, split, train
 
     monkeypatch.setattr(io.tempfile, "mkstemp", _refuse(code))
-    monkeypatch.setattr(pipeline, "load_dataset", lambda *a, **k: pytest.fail("work started"))
+    for step in (split, train, evaluate, pseudo):
+        monkeypatch.setattr(step, "load_dataset", lambda *a, **k: pytest.fail("work started"))
     one_line_error(command.split(), phrase, work, capsys)
 
 
 def test_a_nearly_full_disk_is_refused_before_the_work(work, capsys, monkeypatch):
-    from wscat import io, pipeline
+    from wscat import io
+    from wscat.steps import evaluate
 
     class Full:
         f_bavail, f_frsize = 10, 4096
 
     monkeypatch.setattr(io.os, "statvfs", lambda path: Full())
-    monkeypatch.setattr(pipeline, "attack_suite", lambda *a, **k: pytest.fail("attack started"))
+    monkeypatch.setattr(evaluate, "attack_suite", lambda *a, **k: pytest.fail("attack started"))
     one_line_error(EVALUATE.format(model="cnn", checkpoint="run/best.pt").split(), "no space left",
                    work, capsys)
 
@@ -358,12 +361,12 @@ def test_disk_full_mid_run_keeps_a_resumable_checkpoint(work, capsys, tmpfs, mon
 # --- the error path itself --------------------------------------------------------------------
 
 def test_unexpected_error_is_one_line_and_debug_shows_it(work, capsys, monkeypatch):
-    from wscat import pipeline
+    from wscat.steps import split
 
     def boom(*args, **kwargs):
         raise RuntimeError("something nobody expected\nsecond line")
 
-    monkeypatch.setattr(pipeline, "run_split", boom)
+    monkeypatch.setattr(split, "run", boom)
     line = one_line_error(SPLIT.split(), "unexpected RuntimeError: something nobody expected",
                           work, capsys)
     assert "--debug" in line
@@ -375,12 +378,12 @@ def test_unexpected_error_is_one_line_and_debug_shows_it(work, capsys, monkeypat
 
 
 def test_interrupt_is_one_line(work, capsys, monkeypatch):
-    from wscat import pipeline
+    from wscat.steps import split
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline, "run_split", interrupted)
+    monkeypatch.setattr(split, "run", interrupted)
     before = snapshot(work)
     assert cli.main(SPLIT.split()) == 130
     lines = capsys.readouterr().err.strip().splitlines()

@@ -78,7 +78,7 @@ def test_augment_shifts_without_changing_shape():
 def test_every_unlabelled_share_trains_the_same_number_of_steps(digits):
     """Fig-unlabel varies the data, not the optimizer steps: an epoch is the whole training pool
     (outside validation) for every share of the unlabelled data, and for labelled-only methods."""
-    from wscat.pipeline import training_data
+    from wscat.data.training_data import training_data
 
     sizes = set()
     for fraction in (0.1, 0.3, 1.0):

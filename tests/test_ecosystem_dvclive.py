@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.tiny import tiny_params
-from wscat import pipeline
 from wscat.config import RunConfig
 from wscat.data import load_dataset, make_split
+from wscat.data.training_data import training_data
 from wscat.training import train
 from wscat.training import trainer as trainer_module
 
@@ -23,7 +23,7 @@ def trades_run():
     split = make_split("digits", source.labels.numpy(), num_classes=10, seed=1, test_fraction=0.2,
                        labelled=300, val_fraction=0.2, val_max=2000)
     run = RunConfig.from_params(params, dataset="digits", model="cnn", method="trades", seed=1)
-    return run, lambda: pipeline.training_data(source, split, "labelled", None)
+    return run, lambda: training_data(source, split, "labelled", None)
 
 
 @pytest.fixture(scope="module")

@@ -150,7 +150,7 @@ def test_dvc_plots_show_draws_the_learning_curves(repo: Path, env: dict[str, str
 def test_wscat_export_writes_a_robustbench_entry(repo: Path, tmp_path: Path,
                                                 env: dict[str, str]) -> None:
     from wscat.export import load_exported
-    from wscat.pipeline import load_model
+    from wscat.inference import load_model
 
     run_dir = repo / "results/models/digits/cnn/wscat/seed1"
     entry_path = tmp_path / "shared" / "wscat-digits.json"

@@ -10,11 +10,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.tiny import tiny_params
-from wscat import pipeline
 from wscat.attacks import ce_objective, cw_objective, fgsm, pgd
 from wscat.config import evaluation_for
 from wscat.data import load_dataset
 from wscat.evaluation import accuracy, attack_suite, stratified_order
+from wscat.inference import load_model
+from wscat.steps import split as split_step, train as train_step
 from wscat.training.speed import to_unit
 
 EPS, STEP = 0.15, 0.01875  # digits' threat model (params.yaml)
@@ -34,11 +35,11 @@ def digits(tmp_path_factory: pytest.TempPathFactory):
     """A TRADES model on digits (6 short epochs) and the test set in the evaluation's order."""
     folder = tmp_path_factory.mktemp("digits")
     params = tiny_params(epochs=6)
-    split = pipeline.run_split(params, "digits", 1, folder / "split.npz")
-    pipeline.run_train(params, dataset="digits", model="cnn", method="trades", seed=1,
-                       split_path=folder / "split.npz", pseudo_path=None,
-                       out_dir=folder / "trades", device=torch.device("cpu"))
-    model, _ = pipeline.load_model(folder / "trades" / "best.pt", torch.device("cpu"))
+    split = split_step.run(params, "digits", 1, folder / "split.npz")
+    train_step.run(params, dataset="digits", model="cnn", method="trades", seed=1,
+                   split_path=folder / "split.npz", pseudo_path=None,
+                   out_dir=folder / "trades", device=torch.device("cpu"))
+    model, _ = load_model(folder / "trades" / "best.pt", torch.device("cpu"))
     source = load_dataset("digits", params["datasets"]["digits"])
     test = torch.as_tensor(split.test)
     test = test[stratified_order(source.labels[test], 0)]

@@ -7,16 +7,18 @@ import pytest
 import torch
 
 from tests.tiny import tiny_params
-from wscat import pipeline
 from wscat.config import RunConfig
 from wscat.data import load_dataset, load_split
+from wscat.data.training_data import load_generated, training_data, with_generated
+from wscat.inference import load_model
+from wscat.steps import split as split_step, train as train_step
 
 
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("generated")
     params = tiny_params(epochs=1)
-    pipeline.run_split(params, "digits", 1, tmp / "split.npz")
+    split_step.run(params, "digits", 1, tmp / "split.npz")
     source = load_dataset("digits", params["datasets"]["digits"])
     split = load_split(tmp / "split.npz")
     images = (source.images[:50, 0].numpy() * 255).round().astype(np.uint8)[..., None]
@@ -31,8 +33,8 @@ def _run(params, generated):
 def test_labelled_generated_images_fill_seventy_percent_of_each_batch(digits):
     params, source, split, tmp, images, labels = digits
     np.savez(tmp / "gen.npz", images=images, labels=labels)
-    data = pipeline.training_data(source, split, "labelled", None)
-    mixed = pipeline.with_generated(data, _run(params, tmp / "gen.npz"), source, None, "cpu")
+    data = training_data(source, split, "labelled", None)
+    mixed = with_generated(data, _run(params, tmp / "gen.npz"), source, None, "cpu")
     assert len(mixed.unlabelled_x) == 50 and torch.equal(mixed.unlabelled_y, torch.as_tensor(labels))
     assert torch.allclose(mixed.unlabelled_x, torch.as_tensor(images).permute(0, 3, 1, 2) / 255.0)
     assert mixed.labelled_per_batch == 128 - int(0.7 * 128)  # 39 real + 89 generated
@@ -42,15 +44,15 @@ def test_labelled_generated_images_fill_seventy_percent_of_each_batch(digits):
 def test_unlabelled_generated_images_take_the_labelers_predictions(digits):
     params, source, split, tmp, images, _ = digits
     np.savez(tmp / "gen-unlabelled.npz", images=images)
-    pipeline.run_train(params, dataset="digits", model="cnn", method="standard", seed=1,
-                       split_path=tmp / "split.npz", pseudo_path=None, out_dir=tmp / "standard",
-                       device=torch.device("cpu"))
+    train_step.run(params, dataset="digits", model="cnn", method="standard", seed=1,
+                   split_path=tmp / "split.npz", pseudo_path=None, out_dir=tmp / "standard",
+                   device=torch.device("cpu"))
     run = _run(params, tmp / "gen-unlabelled.npz")
-    data = pipeline.training_data(source, split, "labelled", None)
+    data = training_data(source, split, "labelled", None)
     with pytest.raises(ValueError, match="generated_labeler"):
-        pipeline.with_generated(data, run, source, None, torch.device("cpu"))
-    mixed = pipeline.with_generated(data, run, source, tmp / "standard/best.pt", torch.device("cpu"))
-    model, _ = pipeline.load_model(tmp / "standard/best.pt", torch.device("cpu"))
+        with_generated(data, run, source, None, torch.device("cpu"))
+    mixed = with_generated(data, run, source, tmp / "standard/best.pt", torch.device("cpu"))
+    model, _ = load_model(tmp / "standard/best.pt", torch.device("cpu"))
     with torch.no_grad():
         expected = model(mixed.unlabelled_x)[1].argmax(1)
     assert torch.equal(mixed.unlabelled_y, expected)
@@ -65,5 +67,5 @@ def test_bad_generated_files_are_one_line_errors(digits, content, words):
     params, source, split, tmp, _, _ = digits
     np.savez(tmp / "bad.npz", **content)
     with pytest.raises(ValueError, match=words) as error:
-        pipeline.load_generated(tmp / "bad.npz", source)
+        load_generated(tmp / "bad.npz", source)
     assert "\n" not in str(error.value)

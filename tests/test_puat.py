@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from tests.tiny import tiny_params
-from wscat import pipeline
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
 from wscat.data import load_dataset, make_split
+from wscat.data.training_data import training_data
 from wscat.methods import Batch, StepContext
 from wscat.methods.puat import (Puat, classifier_gan_loss, discriminator_loss, pair_roles,
                                 project, sigmoid_rampup)
@@ -328,7 +328,7 @@ def puat_run():
     source = load_dataset("digits")
     split = make_split("digits", source.labels.numpy(), num_classes=10, seed=1, test_fraction=0.2,
                        labelled=300, val_fraction=0.2, val_max=2000)
-    data = pipeline.training_data(source, split, "semi", None)
+    data = training_data(source, split, "semi", None)
     assert bool((data.unlabelled_y == -1).all())
     return RunConfig.from_params(params, dataset="digits", model="cnn", method="puat", seed=1), data
 

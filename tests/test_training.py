@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from tests.tiny import tiny_params
-from wscat import pipeline
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
 from wscat.data import load_dataset, make_split
+from wscat.data.training_data import training_data
 from wscat.methods import Batch, StepContext, build_method
 from wscat.models import build_model
 from wscat.training import train
@@ -45,7 +45,7 @@ def test_unlabelled_true_labels_never_reach_a_loss(tmp_path, setting, method):
     pseudo = np.random.default_rng(0).integers(0, 10, len(split.unlabelled))
     kind = params["methods"][method]["data"]
     for name, src in (("true", source), ("scrambled", _scrambled(source, split))):
-        data = pipeline.training_data(src, split, kind, pseudo if kind == "pseudo" else None)
+        data = training_data(src, split, kind, pseudo if kind == "pseudo" else None)
         train(_run(params, method), data, tmp_path / name)
     a, b = _weights(tmp_path / "true" / "last.pt"), _weights(tmp_path / "scrambled" / "last.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -55,7 +55,7 @@ def test_killed_training_resumes_exactly(tmp_path, setting, monkeypatch):
     params, source, split = setting
     params = tiny_params(epochs=3)
     run = _run(params, "trades")
-    data = pipeline.training_data(source, split, "labelled", None)
+    data = training_data(source, split, "labelled", None)
     train(run, data, tmp_path / "straight")
 
     real_save, saves = trainer_module.save_checkpoint, []

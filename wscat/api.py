@@ -23,9 +23,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from wscat import pipeline
+from wscat import inference
 from wscat.config import load_params, method_for, validate_params
 from wscat.data import load_dataset
+from wscat.device import pick_device
+from wscat.steps import evaluate, pseudo, split as split_step, train
 
 __all__ = ["EvaluationResult", "TrainResult", "build_model", "evaluate_checkpoint", "load_model",
            "load_params", "train_method"]
@@ -61,12 +63,6 @@ def _params(params: ParamsLike) -> dict[str, Any]:
     return validate_params(dict(params))
 
 
-def _device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 def build_model(name: str, *, dataset: str = "digits", params: ParamsLike = "params.yaml"
                 ) -> nn.Module:
     """An untrained model `models.<name>` for `dataset` (its channels, classes and the
@@ -85,7 +81,7 @@ def build_model(name: str, *, dataset: str = "digits", params: ParamsLike = "par
 def _split(params: dict[str, Any], dataset: str, seed: int, out_dir: Path) -> Path:
     path = out_dir / f"split-seed{seed}.npz"
     if not path.is_file():
-        pipeline.run_split(params, dataset, seed, path)
+        split_step.run(params, dataset, seed, path)
     return path
 
 
@@ -98,26 +94,26 @@ def train_method(method: str, *, out_dir: str | Path, dataset: str = "digits", m
     trains its labeler into out_dir/<labeler>/ first and labels the unlabelled part with it;
     DMAT's unlabelled generated images are labelled the same way.
     """
-    params, out_dir, device = _params(params), Path(out_dir), _device(device)
+    params, out_dir, device = _params(params), Path(out_dir), pick_device(device)
     split = _split(params, dataset, seed, out_dir)
     knobs = method_for(params, method, dataset)
-    pseudo, labeler_checkpoint = None, None
+    pseudo_labels, labeler_checkpoint = None, None
     if knobs["data"] == "pseudo":
         labeler = train_method(knobs["labeler"], out_dir=out_dir, dataset=dataset, model=model,
                                seed=seed, params=params, device=device)
-        pseudo = out_dir / f"pseudo-{knobs['labeler']}-seed{seed}.npz"
-        pipeline.run_pseudo_label(params, dataset=dataset, seed=seed, split_path=split,
-                                  checkpoint=labeler.checkpoint, out=pseudo,
-                                  metrics=pseudo.with_suffix(".json"), labeler=knobs["labeler"],
-                                  device=device, model=model)
+        pseudo_labels = out_dir / f"pseudo-{knobs['labeler']}-seed{seed}.npz"
+        pseudo.run(params, dataset=dataset, seed=seed, split_path=split,
+                   checkpoint=labeler.checkpoint, out=pseudo_labels,
+                   metrics=pseudo_labels.with_suffix(".json"), labeler=knobs["labeler"],
+                   device=device, model=model)
     if knobs.get("generated") and knobs.get("generated_labeler"):
         labeler_checkpoint = train_method(knobs["generated_labeler"], out_dir=out_dir,
                                           dataset=dataset, model=model, seed=seed, params=params,
                                           device=device).checkpoint
     run_dir = out_dir / method
-    summary = pipeline.run_train(params, dataset=dataset, model=model, method=method, seed=seed,
-                                 split_path=split, pseudo_path=pseudo, out_dir=run_dir,
-                                 labeler_checkpoint=labeler_checkpoint, device=device)
+    summary = train.run(params, dataset=dataset, model=model, method=method, seed=seed,
+                        split_path=split, pseudo_path=pseudo_labels, out_dir=run_dir,
+                        labeler_checkpoint=labeler_checkpoint, device=device)
     return TrainResult(checkpoint=run_dir / "best.pt", last=run_dir / "last.pt",
                        log=run_dir / "train_log.csv", curves=run_dir / "dvclive", split=split,
                        best_epoch=summary["best_epoch"], best_score=summary["best_score"])
@@ -126,7 +122,7 @@ def train_method(method: str, *, out_dir: str | Path, dataset: str = "digits", m
 def load_model(checkpoint: str | Path, device: str | torch.device = "cpu"
                ) -> tuple[nn.Module, dict[str, Any]]:
     """A checkpoint's EMA model in eval mode, and its metadata (dataset, method, seed, ...)."""
-    return pipeline.load_model(Path(checkpoint), torch.device(device))
+    return inference.load_model(Path(checkpoint), torch.device(device))
 
 
 def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.yaml",
@@ -138,13 +134,13 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
     is that of the checkpoint's seed, made again (splits are deterministic). The metrics JSON goes
     to `out` (default: beside the checkpoint, metrics.json).
     """
-    params, checkpoint, device = _params(params), Path(checkpoint), _device(device)
-    _, meta = pipeline.load_model(checkpoint, torch.device("cpu"))
+    params, checkpoint, device = _params(params), Path(checkpoint), pick_device(device)
+    _, meta = inference.load_model(checkpoint, torch.device("cpu"))
     if split is None:
         split = _split(params, meta["dataset"], meta["seed"], checkpoint.parent)
     out = Path(out) if out is not None else checkpoint.parent / "metrics.json"
-    result = pipeline.run_evaluate(params, dataset=meta["dataset"], model=meta["model"],
-                                   method=meta["method"], seed=meta["seed"], split_path=Path(split),
-                                   checkpoint=checkpoint, out=out, device=device)
+    result = evaluate.run(params, dataset=meta["dataset"], model=meta["model"],
+                          method=meta["method"], seed=meta["seed"], split_path=Path(split),
+                          checkpoint=checkpoint, out=out, device=device)
     return EvaluationResult(accuracy=result["accuracy"], manifest=result["manifest"], path=out)
 

@@ -6,11 +6,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
-from wscat.config import ConfigError, load_params, method_for
+from wscat.config import ConfigError, load_params
 from wscat.errors import DEBUG_ENV, INTERRUPTED, debug_requested, describe, exit_code, first_line
 from wscat.io import check_writable
+
+Params = dict[str, Any] | None
+
+
+class Command(NamedTuple):
+    """A subcommand: its help line, its arguments, and the step it runs."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, Params], None]
 
 
 def _common(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -26,20 +38,37 @@ def _common(parser: argparse.ArgumentParser, *names: str) -> None:
             parser.add_argument(f"--{name}", required=True)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wscat", description=__doc__)
-    parser.add_argument("--debug", action="store_true",
-                        help=f"show the traceback of an unexpected error (or set {DEBUG_ENV}=1)")
-    steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
+def _device(args: argparse.Namespace) -> Any:
+    from wscat.device import pick_device
 
-    p = steps.add_parser("fetch", help="download (CIFAR) or check the archives of a dataset (md5)")
+    return pick_device(args.device, args.threads)
+
+
+# --- fetch, split, train, pseudo-label, evaluate ------------------------------------------------
+
+def _fetch_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset")
 
-    p = steps.add_parser("split", help="class-balanced labelled/unlabelled/validation split of one seed")
+
+def _fetch(args: argparse.Namespace, params: Params) -> None:
+    from wscat.data import fetch_dataset
+
+    files = fetch_dataset(args.dataset, params["datasets"][args.dataset])
+    print("\n".join(f"ok {path}" for path in files) or f"{args.dataset}: nothing to fetch")
+
+
+def _split_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "seed")
     p.add_argument("--out", type=Path, required=True)
 
-    p = steps.add_parser("train", help="train one method (resumes from OUT_DIR/resume/last.pt)")
+
+def _split(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import split
+
+    split.run(params, args.dataset, args.seed, args.out)
+
+
+def _train_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "model", "method", "seed", "threads")
     p.add_argument("--split", type=Path, required=True)
     p.add_argument("--pseudo", type=Path, default=None, help="pseudo-labels (methods with data: pseudo)")
@@ -47,15 +76,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="labels unlabelled generated images (methods with generated_labeler)")
     p.add_argument("--out-dir", type=Path, required=True)
 
-    p = steps.add_parser("pseudo-label", help="label the unlabelled part with a trained labeler")
+
+def _train(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import train
+
+    summary = train.run(params, dataset=args.dataset, model=args.model, method=args.method,
+                        seed=args.seed, split_path=args.split, pseudo_path=args.pseudo,
+                        out_dir=args.out_dir, labeler_checkpoint=args.labeler_checkpoint,
+                        device=_device(args))
+    print(f"trained {args.method} seed {args.seed}: best epoch {summary['best_epoch']}")
+
+
+def _pseudo_label_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "model", "labeler", "seed", "threads")
     p.add_argument("--split", type=Path, required=True)
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--metrics", type=Path, required=True)
 
-    p = steps.add_parser("evaluate", help="Natural, FGSM, PGD, CW, AutoAttack (standard and the "
-                         "paper's variant), NRF and gradient-masking checks on the test set")
+
+def _pseudo_label(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import pseudo
+
+    report = pseudo.run(params, dataset=args.dataset, seed=args.seed, split_path=args.split,
+                        checkpoint=args.checkpoint, out=args.out, metrics=args.metrics,
+                        labeler=args.labeler, device=_device(args), model=args.model)
+    print(f"pseudo-label accuracy ({args.labeler}): {report['accuracy']:.2f}%")
+
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "model", "method", "seed", "threads")
     p.add_argument("--split", type=Path, required=True)
     p.add_argument("--checkpoint", type=Path, required=True)
@@ -65,7 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "masking checks (needs --core); all: both (default)")
     p.add_argument("--core", type=Path, default=None, help="the core metrics file (--part extra)")
 
-    p = steps.add_parser("table", help="render an experiment's table (.tex, .csv, summary .json)")
+
+def _evaluate(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import evaluate
+
+    result = evaluate.run(params, dataset=args.dataset, model=args.model, method=args.method,
+                          seed=args.seed, split_path=args.split, checkpoint=args.checkpoint,
+                          out=args.out, device=_device(args), part=args.part,
+                          core_path=args.core)
+    print(" ".join(f"{k}={v:.2f}" for k, v in result["accuracy"].items()))
+
+
+# --- table, export -------------------------------------------------------------------------------
+
+def _table_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "experiment")
     p.add_argument("--tex", type=Path, required=True)
     p.add_argument("--csv", type=Path, required=True)
@@ -76,7 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paired-tex", type=Path, default=None, help="the same as LaTeX")
     p.add_argument("metrics", type=Path, nargs="+", help="per-(method, seed) metrics JSON files")
 
-    p = steps.add_parser("export", help="a checkpoint as a RobustBench-style entry (JSON + state dict)")
+
+def _table(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import table
+
+    table.run(params, experiment=args.experiment, metrics=args.metrics, tex=args.tex,
+              csv=args.csv, summary=args.summary, md=args.md, paired_csv=args.paired_csv,
+              paired_tex=args.paired_tex)
+
+
+def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", type=Path, required=True, help="e.g. results/models/.../best.pt")
     p.add_argument("--metrics", type=Path, required=True,
                    help="its run's metrics JSON (results/metrics/...): clean and AutoAttack accuracy")
@@ -84,26 +155,140 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the entry, NAME.json; the state dict goes to NAME.pt beside it")
     p.add_argument("--name", default=None, help="model name (default: method-dataset-model-seedN)")
 
-    from wscat.report import commands
 
-    commands.add_parsers(steps, _common)
+def _export(args: argparse.Namespace, params: Params) -> None:
+    """Reads the checkpoint and its metrics only, no params file."""
+    from wscat.export import export_model
+
+    entry = export_model(args.checkpoint, args.metrics, args.out, name=args.name)
+    print(f"exported {entry['name']}: clean {entry['clean_acc']}%, AutoAttack "
+          f"{entry['autoattack_acc']}% at eps {entry['eps']} -> {args.out}, {entry['state_dict']}")
+
+
+# --- the paper's tables and figures, curves, validate --------------------------------------------
+
+def _paper_table_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p, "tier", "label")
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--csv", type=Path, required=True)
+    p.add_argument("--results", default="results", help="the results folder (default: results)")
+
+
+def _paper_table(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import paper
+
+    paper.run_table(params, tier=args.tier, label=args.label, results=args.results,
+                    tex=args.tex, csv=args.csv)
+
+
+def _paper_compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--label", required=True)
+    p.add_argument("--table-csv", type=Path, required=True, help="the table's long CSV")
+    p.add_argument("--paper-cells", nargs=2, metavar=("DATASET", "MODEL"), default=None,
+                   help="compare with the paper's cells of this dataset and model (default: "
+                        "the table's own names; the CIFAR-10 proxy: CIFAR10 WRN-28-10)")
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--csv", type=Path, required=True)
+
+
+def _paper_compare(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import paper
+
+    paper.run_compare(label=args.label, table_csv=args.table_csv,
+                      paper_cells=tuple(args.paper_cells) if args.paper_cells else None,
+                      tex=args.tex, csv=args.csv)
+
+
+def _paper_figure_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p, "tier", "figure", "threads")
+    p.add_argument("--out", type=Path, required=True, help="output path without extension")
+    p.add_argument("--results", default="results", help="the results folder (default: results)")
+
+
+def _paper_figure(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import paper
+
+    paper.run_figure(params, tier=args.tier, figure=args.figure, results=args.results,
+                     out=args.out, device=args.device, threads=args.threads)
+
+
+def _paper_index_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p, "tier")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--results", default="results", help="the results folder (default: results)")
+
+
+def _paper_index(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import paper
+
+    paper.run_index(params, tier=args.tier, results=args.results, out=args.out)
+
+
+def _curves_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--train-log", type=Path, required=True)
+    p.add_argument("--title", default="")
+    p.add_argument("--out", type=Path, required=True, help="output path without extension")
+
+
+def _curves(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import paper
+
+    paper.run_curves(train_log=args.train_log, out=args.out, title=args.title)
+
+
+def _validate_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p, "dataset", "model", "method", "seed", "threads")
+    p.add_argument("--split", type=Path, required=True)
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+
+
+def _validate(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import validate
+
+    validate.run(params, dataset=args.dataset, model=args.model, method=args.method,
+                 seed=args.seed, split_path=args.split, checkpoint=args.checkpoint,
+                 out=args.out, device=_device(args))
+
+
+COMMANDS: dict[str, Command] = {
+    "fetch": Command("download (CIFAR) or check the archives of a dataset (md5)",
+                     _fetch_arguments, _fetch),
+    "split": Command("class-balanced labelled/unlabelled/validation split of one seed",
+                     _split_arguments, _split),
+    "train": Command("train one method (resumes from OUT_DIR/resume/last.pt)",
+                     _train_arguments, _train),
+    "pseudo-label": Command("label the unlabelled part with a trained labeler",
+                            _pseudo_label_arguments, _pseudo_label),
+    "evaluate": Command("Natural, FGSM, PGD, CW, AutoAttack (standard and the paper's variant), "
+                        "NRF and gradient-masking checks on the test set",
+                        _evaluate_arguments, _evaluate),
+    "table": Command("render an experiment's table (.tex, .csv, summary .json)",
+                     _table_arguments, _table),
+    "export": Command("a checkpoint as a RobustBench-style entry (JSON + state dict)",
+                      _export_arguments, _export),
+    "paper-table": Command("one of the paper's tables (.tex and long .csv)",
+                           _paper_table_arguments, _paper_table),
+    "paper-compare": Command("a table's companion: ours, the paper's, difference",
+                             _paper_compare_arguments, _paper_compare),
+    "paper-figure": Command("one of the paper's figures (.pdf, .png, .csv)",
+                            _paper_figure_arguments, _paper_figure),
+    "paper-index": Command("index.md of a tier's tables and figures",
+                           _paper_index_arguments, _paper_index),
+    "curves": Command("training curves of one run (.pdf, .png)", _curves_arguments, _curves),
+    "validate": Command("natural and PGD accuracy on the validation set (Fig-beta's tuning rule)",
+                        _validate_arguments, _validate),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wscat", description=__doc__)
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show the traceback of an unexpected error (or set {DEBUG_ENV}=1)")
+    steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
+    for name, command in COMMANDS.items():
+        command.add_arguments(steps.add_parser(name, help=command.help))
     return parser
-
-
-def _device(args: argparse.Namespace):
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as error:
-        raise ValueError(f"--device {args.device}: {first_line(error)}") from error
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {args.device}: no CUDA device here; use --device cpu")
-    return device
 
 
 def _check_names(params: dict, args: argparse.Namespace) -> None:
@@ -129,82 +314,12 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    """Check the outputs and the names, then run the subcommand's step."""
     check_outputs(args)
-    if args.step == "export":  # reads the checkpoint and its metrics only, no params file
-        from wscat.export import export_model
-
-        entry = export_model(args.checkpoint, args.metrics, args.out, name=args.name)
-        print(f"exported {entry['name']}: clean {entry['clean_acc']}%, AutoAttack "
-              f"{entry['autoattack_acc']}% at eps {entry['eps']} -> {args.out}, {entry['state_dict']}")
-        return
-    from wscat.report import commands
-
     params = load_params(args.params) if hasattr(args, "params") else None
     if params is not None:
         _check_names(params, args)
-    if args.step in commands.STEPS:
-        commands.run(args, params, _device)
-        return
-    from wscat import pipeline
-
-    if args.step == "fetch":
-        from wscat.data import fetch_dataset
-
-        files = fetch_dataset(args.dataset, params["datasets"][args.dataset])
-        print("\n".join(f"ok {path}" for path in files) or f"{args.dataset}: nothing to fetch")
-    elif args.step == "split":
-        pipeline.run_split(params, args.dataset, args.seed, args.out)
-    elif args.step == "train":
-        summary = pipeline.run_train(params, dataset=args.dataset, model=args.model,
-                                     method=args.method, seed=args.seed, split_path=args.split,
-                                     pseudo_path=args.pseudo, out_dir=args.out_dir,
-                                     labeler_checkpoint=args.labeler_checkpoint,
-                                     device=_device(args))
-        print(f"trained {args.method} seed {args.seed}: best epoch {summary['best_epoch']}")
-    elif args.step == "pseudo-label":
-        report = pipeline.run_pseudo_label(params, dataset=args.dataset, seed=args.seed,
-                                           split_path=args.split, checkpoint=args.checkpoint,
-                                           out=args.out, metrics=args.metrics,
-                                           labeler=args.labeler, device=_device(args),
-                                           model=args.model)
-        print(f"pseudo-label accuracy ({args.labeler}): {report['accuracy']:.2f}%")
-    elif args.step == "evaluate":
-        result = pipeline.run_evaluate(params, dataset=args.dataset, model=args.model,
-                                       method=args.method, seed=args.seed, split_path=args.split,
-                                       checkpoint=args.checkpoint, out=args.out,
-                                       device=_device(args), part=args.part,
-                                       core_path=args.core)
-        print(" ".join(f"{k}={v:.2f}" for k, v in result["accuracy"].items()))
-    elif args.step == "table":
-        from wscat.methods import display_name, is_adversarial
-        from wscat.report import write_table
-
-        if args.experiment not in params["experiments"]:
-            raise ConfigError(f"unknown experiment '{args.experiment}'; configured: "
-                              f"{', '.join(params['experiments'])}")
-        experiment = params["experiments"][args.experiment]
-        methods = experiment["methods"]
-        write_table(experiment=args.experiment, dataset=experiment["dataset"],
-                    model=experiment["model"], metrics_files=args.metrics, methods=methods,
-                    display_names={m: display_name(m) for m in methods},
-                    adversarial={m for m in methods if is_adversarial(method_for(params, m))},
-                    tex_path=args.tex, csv_path=args.csv, summary_path=args.summary,
-                    notes=table_notes(params, experiment["dataset"], methods), md_path=args.md,
-                    paired_csv_path=args.paired_csv, paired_tex_path=args.paired_tex)
-
-
-def table_notes(params: dict, dataset: str, methods: list[str]) -> list[str]:
-    """Footnotes a table owes its reader: where a column departs from its paper's recipe."""
-    from wscat.methods import display_name
-
-    notes = []
-    for method in methods:
-        knobs = method_for(params, method, dataset)
-        if "generated_fraction" in knobs and not knobs.get("generated"):
-            notes.append(f"{display_name(method)}: no generated data configured "
-                         f"(methods.{method}.generated is null), so it trains its recipe "
-                         "(TRADES with label smoothing and EMA) on the available data only.")
-    return notes
+    COMMANDS[args.step].run(args, params)
 
 
 def main(argv: list[str] | None = None) -> int:

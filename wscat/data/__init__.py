@@ -1,4 +1,6 @@
-"""Datasets as image tensors (uint8 or [0,1] float), per-seed splits, batches, augmentation."""
+"""Datasets as image tensors (uint8 or [0,1] float), per-seed splits, batches, augmentation.
+A run's training data (labelled, pseudo-labelled, generated) is wscat.data.training_data, imported
+by its own name: it builds the trainer's TrainingData, and wscat.training imports this package."""
 from wscat.data.augment import augment
 from wscat.data.sampler import iterations_per_epoch, sample_batch_indices
 from wscat.data.sources import (DatasetUnavailable, ImageDataset, archive_status, as_unit_float,

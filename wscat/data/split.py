@@ -148,3 +148,12 @@ def check_split_fits(split: Split, n_images: int, path: str | Path) -> None:
         if len(np.intersect1d(getattr(split, part), split.test)):
             raise ValueError(f"{path}: `{part}` shares images with `test`; delete it and rerun "
                              "`wscat split`")
+
+
+def load_split_of(path: str | Path, dataset: str, seed: int) -> Split:
+    """`load_split(path)`, refusing the split of another dataset or seed."""
+    split = load_split(path)
+    if split.dataset != dataset or split.seed != seed:
+        raise ValueError(f"{path} is the split of {split.dataset} seed {split.seed}, not of "
+                         f"{dataset} seed {seed}")
+    return split

@@ -165,7 +165,7 @@ def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path
     """Fig-similarity: one model (the checkpoint of `similarity.model`), the same natural test
     images, the AE of each method's inner maximisation, cos(f(x), f(x')) per image."""
     from wscat.data.split import load_split
-    from wscat.pipeline import load_model
+    from wscat.inference import load_model
 
     spec = paper.tier_spec(params, tier)["similarity"]
     entries = paper.tier_spec(params, tier)["datasets"]
@@ -207,7 +207,7 @@ def feature_figure(params: dict[str, Any], tier: str, root: str, prefix: Path,
     """Fig-feature: t-SNE of training embeddings (labelled + unlabelled, a seeded subset),
     coloured by the true label; one row per dataset, one column per method."""
     from wscat.data.split import load_split
-    from wscat.pipeline import load_model
+    from wscat.inference import load_model
 
     spec = paper.tier_spec(params, tier)["feature"]
     entries = paper.tier_spec(params, tier)["datasets"]

@@ -62,7 +62,7 @@ def _metrics_files(files: list[str], dataset: str, model: str) -> list[Path]:
 def performance(params: dict[str, Any], tier: str, label: str, part: str, entry: dict[str, Any],
                 files: list[str]) -> tuple[str, list[dict[str, Any]]]:
     """Tables 2-4 (part 'performance') and Tab-ap-* ('ablation'): methods x attacks."""
-    from wscat.cli import table_notes
+    from wscat.steps.table import table_notes
     from wscat.config import method_for
 
     experiment = params["experiments"][entry[part]["experiment"]]

@@ -1,0 +1,112 @@
+"""A run's training data: the labelled part of its split, the unlabelled part (pseudo-labelled,
+or without labels), and DMAT's generated images. The true labels of unlabelled images are never
+copied in."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from wscat.config import RunConfig
+from wscat.data.sources import ImageDataset
+from wscat.data.sources.base import one_line
+from wscat.data.split import Split
+from wscat.errors import NPZ_ERRORS
+from wscat.inference import load_model, predict
+from wscat.training import TrainingData
+
+
+def load_pseudo_labels(path: Path, split: Split, num_classes: int) -> np.ndarray:
+    """Pseudo-labels of split.unlabelled, in that order, each a class index below
+    `num_classes`."""
+    if not path.is_file():
+        raise FileNotFoundError(f"pseudo-label file not found: {path} (run `wscat pseudo-label`)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            indices, labels = data["indices"], data["pseudo_labels"]
+    except NPZ_ERRORS as error:
+        raise ValueError(f"{path} is not a wscat pseudo-label file ({one_line(error)}); delete it "
+                         "and rerun `wscat pseudo-label`") from error
+    if not np.array_equal(indices, split.unlabelled):
+        raise ValueError(f"{path} was made for another split; rerun `wscat pseudo-label`")
+    if (labels.shape != indices.shape or not np.issubdtype(labels.dtype, np.integer)
+            or (len(labels) and labels.min() < 0)):
+        raise ValueError(f"{path}: `pseudo_labels` must hold one class index per unlabelled "
+                         "image; delete it and rerun `wscat pseudo-label`")
+    if len(labels) and labels.max() >= num_classes:
+        raise ValueError(f"{path}: pseudo-labels go up to {labels.max()} but '{split.dataset}' "
+                         f"has {num_classes} classes; rerun `wscat pseudo-label`")
+    return labels
+
+
+def _pool_size(source: ImageDataset, split: Split) -> int:
+    """Training images outside validation, labelled or not: an epoch is this many images for
+    every method, and for every share of the unlabelled pool (Fig-unlabel varies the data, not
+    the number of optimizer steps)."""
+    return len(source.labels) - len(split.test) - len(split.validation)
+
+
+def training_data(source: ImageDataset, split: Split, data_kind: str,
+                  pseudo_labels: np.ndarray | None) -> TrainingData:
+    """Tensors for a run. The true labels of unlabelled samples are never copied in."""
+    x, y = source.images, source.labels
+    unlabelled = torch.as_tensor(split.unlabelled)
+    if data_kind == "labelled":
+        unlabelled = unlabelled[:0]
+        y_u = torch.empty(0, dtype=torch.long)
+    elif data_kind == "pseudo":
+        if pseudo_labels is None:
+            raise ValueError("this method trains on pseudo-labels: pass --pseudo FILE")
+        y_u = torch.as_tensor(pseudo_labels, dtype=torch.long)
+    else:  # semi: unlabelled images, no labels at all
+        y_u = torch.full((len(unlabelled),), -1, dtype=torch.long)
+    labelled, validation = torch.as_tensor(split.labelled), torch.as_tensor(split.validation)
+    return TrainingData(labelled_x=x[labelled], labelled_y=y[labelled], unlabelled_x=x[unlabelled],
+                        unlabelled_y=y_u, validation_x=x[validation], validation_y=y[validation],
+                        num_classes=source.num_classes, mean=source.mean, std=source.std,
+                        n_train=_pool_size(source, split))
+
+
+def load_generated(path: Path, source: ImageDataset) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """DMAT's generated data: an npz with `images` (uint8 N x H x W x C) and, optionally, `labels`
+    (without them the images are pseudo-labelled by `generated_labeler`)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"generated-data file not found: {path} (methods.<name>.generated)")
+    with np.load(path, allow_pickle=False) as data:
+        if "images" not in data:
+            raise ValueError(f"{path} must hold `images` (uint8 N x H x W x C) and may hold "
+                             f"`labels`; it holds {', '.join(data.files)}")
+        images = data["images"]
+        labels = data["labels"] if "labels" in data else None
+    expected = (source.image_shape[1], source.image_shape[2], source.image_shape[0])
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != expected:
+        raise ValueError(f"{path}: images must be uint8 N x {' x '.join(map(str, expected))}, got "
+                         f"{images.dtype} {' x '.join(map(str, images.shape))}")
+    if labels is not None and (len(labels) != len(images) or labels.min() < 0
+                               or labels.max() >= source.num_classes):
+        raise ValueError(f"{path}: need one label in 0..{source.num_classes - 1} per image")
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
+    if source.images.dtype != torch.uint8:  # a float dataset (digits): compare in [0,1]
+        x = x.float() / 255.0
+    return x, None if labels is None else torch.from_numpy(labels.astype(np.int64))
+
+
+def with_generated(data: TrainingData, run: RunConfig, source: ImageDataset,
+                   labeler_checkpoint: Path | None, device: torch.device) -> TrainingData:
+    """DMAT: generated images fill `generated_fraction` of every batch (drawn with replacement),
+    labelled by the npz or by the labeler's checkpoint."""
+    knobs = run.method_params
+    x_g, y_g = load_generated(Path(knobs["generated"]), source)
+    if y_g is None:
+        if labeler_checkpoint is None:
+            raise ValueError(f"{knobs['generated']} has no labels: set methods.{run.method}."
+                             "generated_labeler (e.g. mt) or add `labels` to the file")
+        y_g = predict(load_model(labeler_checkpoint, device, model=run.model,
+                                 spec=run.model_spec)[0], x_g, device)
+    batch = run.training["batch_size"]
+    n_generated = int(knobs["generated_fraction"] * batch)
+    return replace(data, unlabelled_x=torch.cat([data.unlabelled_x, x_g.to(data.unlabelled_x.dtype)]),
+                   unlabelled_y=torch.cat([data.unlabelled_y, y_g]),
+                   labelled_per_batch=batch - n_generated if knobs["data"] == "labelled" else None)

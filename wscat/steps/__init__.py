@@ -1,0 +1,6 @@
+"""The pipeline's steps, one module each, each with a `run(...)`: it reads files, writes its
+outputs atomically, and records a manifest. `wscat <step>` (wscat.cli), the Snakemake rules
+(through the command line) and the Python API (wscat.api) all call these.
+
+split, pseudo (pseudo-label), train, evaluate, validate, table, and paper (the paper's tables,
+figures, index and training curves)."""

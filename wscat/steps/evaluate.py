@@ -1,0 +1,130 @@
+"""`wscat evaluate`: the attack suite on a checkpoint's test set (its core part, its extra part, or
+all), written with its manifest."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from wscat.config import RunConfig
+from wscat.data import load_dataset
+from wscat.data.split import Split, check_split_fits, load_split_of
+from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
+                              stratified_order, subset_name)
+from wscat.inference import load_model
+from wscat.io import check_writable, write_json
+from wscat.provenance import versions
+from wscat.training.speed import autocast, configure_backend, to_unit
+
+PARTS = ("all", "core", "extra")
+
+
+def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
+    """The core suite's numbers, read back from its metrics file (the extras' checks need them)."""
+    try:
+        data = json.loads(Path(path).read_text())
+        found = (data["dataset"], data["model"], data["method"], data["seed"])
+        accuracy, manifest = data["accuracy"], data["manifest"]["attacks"]
+        manifest["AA"]["clean_accuracy"], manifest["AA"]["robust_accuracy_after"]
+    except FileNotFoundError:
+        raise FileNotFoundError(f"core metrics not found: {path} (run `wscat evaluate --part core`)"
+                                ) from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a core metrics file of `wscat evaluate` ({err})") from None
+    if found != run:
+        raise ValueError(f"{path} holds {found[2]} seed {found[3]} on {found[0]}/{found[1]}, not "
+                         f"{run[2]} seed {run[3]} on {run[0]}/{run[1]}")
+    return SuiteResult(accuracy=accuracy, attacks=manifest, checks={},
+                       autoattack_warnings=data.get("autoattack_warnings", {}), per_image={})
+
+
+def _evaluated_test_set(split: Split, labels: torch.Tensor, evaluation: dict[str, Any]
+                        ) -> torch.Tensor:
+    """The test indices in the class-stratified order of `evaluation.subset_seed`, cut to
+    `evaluation.n_examples`: every subset is the first n of the same order."""
+    test = torch.as_tensor(split.test)
+    test = test[stratified_order(labels[test], evaluation["subset_seed"])]
+    if evaluation["n_examples"] is not None:
+        test = test[: evaluation["n_examples"]]
+    return test
+
+
+def _suite(part: str, net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+           core: SuiteResult | None, common: dict[str, Any]) -> SuiteResult:
+    """The attacks of one part of the suite."""
+    if part == "core":
+        return core_suite(net, x, y, **common)
+    if part == "extra":
+        return extra_suite(net, x, y, core=core, **common)
+    return attack_suite(net, x, y, **common)
+
+
+def _manifest(suite: SuiteResult, run: RunConfig, *, n_examples: int, test_set_size: int,
+              official_test: bool, checkpoint: Path, epoch: int | None,
+              device: torch.device) -> dict[str, Any]:
+    """How the numbers were measured: attacks, threat, test set, checkpoint, precision, versions."""
+    evaluation, threat = run.evaluation, run.data
+    return {"attacks": suite.attacks, "eps": threat["eps"], "seed": run.seed,
+            "n_examples": n_examples, "test_set_size": test_set_size,
+            "evaluation_set": subset_name(n_examples, test_set_size, evaluation["subset_seed"]),
+            "test_set": "official test set" if official_test else "fixed stratified test split",
+            "checkpoint": {"path": str(checkpoint), "epoch": epoch, "ema": True,
+                           "which": evaluation["checkpoint"]},
+            "model_mode": "eval (checked on every forward pass)",
+            "precision": evaluation["precision"],
+            "device": str(device), "versions": versions()}
+
+
+def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
+        split_path: Path, checkpoint: Path, out: Path, device: torch.device,
+        part: str = "all", core_path: Path | None = None) -> dict[str, Any]:
+    """The attack suite on the test set; writes the metrics JSON with its manifest.
+
+    `part`: core (the paper's five columns and Mean, with per-example correctness), extra (the
+    paper's AutoAttack variant, NRF and the gradient-masking checks; reads the core file
+    `core_path`), or all (both in one file). The test images are attacked in a class-stratified
+    order (`evaluation.subset_seed`), so every subset is the first n of it. Finished AutoAttack
+    shards wait in `{out}.shards/` until the metrics are written: a killed evaluation resumes."""
+    if part not in PARTS:
+        raise ValueError(f"unknown part '{part}'; choose one of {', '.join(PARTS)}")
+    if part == "extra" and core_path is None:
+        raise ValueError("--part extra reads the core metrics: pass --core FILE")
+    run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    check_writable(out)
+    core = _core_result(core_path, (dataset, model, method, seed)) if part == "extra" else None
+    split = load_split_of(split_path, dataset, seed)
+    net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
+    if (meta.get("dataset"), meta.get("method"), meta.get("seed")) != (dataset, method, seed):
+        raise ValueError(f"{checkpoint} holds {meta.get('method')} seed {meta.get('seed')} on "
+                         f"{meta.get('dataset')}, not {method} seed {seed} on {dataset}")
+    evaluation, threat = run.evaluation, run.data
+    source = load_dataset(dataset, threat)
+    check_split_fits(split, len(source.labels), split_path)
+    test = _evaluated_test_set(split, source.labels, evaluation)
+    x, y = to_unit(source.images[test].to(device)), source.labels[test].to(device)
+    shard_dir = out.with_name(out.name + ".shards")
+    started = time.perf_counter()
+    configure_backend(device, deterministic=run.training["deterministic"])
+    common = dict(eps=threat["eps"], step_size=threat["eval_step_size"], evaluation=evaluation,
+                  seed=seed, test_set_size=len(split.test), shard_dir=shard_dir)
+    with autocast(device, evaluation["precision"]):
+        suite = _suite(part, net, x, y, core, common)
+    result = {"dataset": dataset, "model": model, "method": method, "seed": seed,
+              **({} if part == "all" else {"part": part}),
+              "accuracy": {k: round(v, 4) for k, v in suite.accuracy.items()},
+              "checks": suite.checks, "autoattack_warnings": suite.autoattack_warnings,
+              "manifest": _manifest(suite, run, n_examples=len(x), test_set_size=len(split.test),
+                                    official_test=source.train_size is not None,
+                                    checkpoint=checkpoint, epoch=meta["epoch"], device=device)}
+    if suite.per_image:  # 1/0 per test image, in the evaluated order: the paired bootstrap
+        result["per_image"] = {"order": f"stratified, subset_seed {evaluation['subset_seed']}",
+                               "correct": suite.per_image}
+    write_json(out, result)  # no timings inside: same params + seed give the same file
+    shutil.rmtree(shard_dir, ignore_errors=True)
+    print(f"evaluated ({part}) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return result

@@ -1,0 +1,73 @@
+"""The paper's tables and figures of a tier (`wscat paper-table`, `paper-compare`,
+`paper-figure`, `paper-index`) and a run's training curves (`wscat curves`)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from wscat.device import pick_device
+from wscat.io import write_text
+from wscat.report import paper
+
+
+def run_table(params: dict[str, Any], *, tier: str, label: str, results: str, tex: Path,
+              csv: Path) -> None:
+    """One of the paper's tables: LaTeX and a long CSV."""
+    from wscat.report.paper_tables import build
+
+    tex_text, table = build(params, tier, label, results)
+    write_text(csv, table)
+    write_text(tex, tex_text)
+
+
+def run_compare(*, label: str, table_csv: Path, paper_cells: tuple[str, str] | None, tex: Path,
+                csv: Path) -> None:
+    """A table's companion: our numbers, the paper's, and the difference."""
+    from wscat.report.compare import join, render
+
+    tex_text, table = render(join(table_csv, paper_cells), label, paper_cells)
+    write_text(csv, table)
+    write_text(tex, tex_text)
+
+
+def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, out: Path,
+               device: str = "auto", threads: int | None = None) -> None:
+    """One of the paper's figures (.pdf, .png, .csv); the device is chosen only by the figures
+    that run a model."""
+    from wscat.report import figures
+
+    paper.tier_spec(params, tier)
+    if figure not in paper.FIGURES:
+        raise ValueError(f"unknown figure '{figure}'; figures: {', '.join(paper.FIGURES)}")
+    if figure == "Fig-beta":
+        figures.beta_figure(params, tier, results, out)
+    elif figure == "Fig-unlabel":
+        figures.unlabel_figure(params, tier, results, out)
+    elif figure == "Fig-similarity":
+        figures.similarity_figure(params, tier, results, out, pick_device(device, threads))
+    else:
+        figures.feature_figure(params, tier, results, out, pick_device(device, threads))
+
+
+def run_index(params: dict[str, Any], *, tier: str, results: str, out: Path) -> None:
+    """index.md of a tier's tables and figures."""
+    write_text(out, index(params, tier, results))
+
+
+def index(params: dict[str, Any], tier: str, root: str) -> str:
+    """A Markdown list of a tier's tables, companions, figures and training curves."""
+    out = Path(root) / "paper" / tier
+    lines = [f"# The paper's tables and figures: tier `{tier}`", "",
+             "Rebuild: `snakemake --cores 2 -- " + f"{out}/index.md`", ""]
+    for path in paper.tier_outputs(params, tier, root):
+        lines.append(f"- [{Path(path).relative_to(root).as_posix()}]"
+                     f"({os.path.relpath(path, out)})")
+    return "\n".join(lines) + "\n"
+
+
+def run_curves(*, train_log: Path, out: Path, title: str = "") -> None:
+    """A run's training curves (.pdf, .png), titled by its folder unless `title` is given."""
+    from wscat.report import figures
+
+    figures.curves(train_log, out, title or str(train_log.parent))

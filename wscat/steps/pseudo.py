@@ -1,0 +1,43 @@
+"""`wscat pseudo-label`: label the unlabelled part of a split with a trained labeler."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from wscat.config import RunConfig
+from wscat.data import load_dataset
+from wscat.data.split import check_split_fits, load_split_of
+from wscat.inference import load_model, predict
+from wscat.io import atomic_path, check_writable, write_json
+from wscat.provenance import versions
+
+
+def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
+        checkpoint: Path, out: Path, metrics: Path, labeler: str,
+        device: torch.device, model: str | None = None) -> dict[str, Any]:
+    """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation).
+    With `model`, a checkpoint of another model is refused."""
+    check_writable(out, metrics)
+    split = load_split_of(split_path, dataset, seed)
+    source = load_dataset(dataset, params["datasets"][dataset])
+    check_split_fits(split, len(source.labels), split_path)
+    spec = None if model is None else RunConfig.from_params(
+        params, dataset=dataset, model=model, method=labeler, seed=seed).model_spec
+    model, meta = load_model(checkpoint, device, model=model, spec=spec)
+    predicted = predict(model, source.images[torch.as_tensor(split.unlabelled)], device)
+    truth = source.labels[torch.as_tensor(split.unlabelled)]  # for the metric only
+    per_class = {str(c): round(100.0 * float((predicted[truth == c] == c).float().mean()), 4)
+                 for c in range(source.num_classes) if bool((truth == c).any())}
+    report = {"dataset": dataset, "seed": seed, "labeler": labeler, "n": len(predicted),
+              "accuracy": round(100.0 * float((predicted == truth).float().mean()), 4),
+              "per_class_accuracy": per_class,
+              "manifest": {"checkpoint": str(checkpoint), "checkpoint_epoch": meta["epoch"],
+                           "ema": True, "mode": "eval", "versions": versions()}}
+    with atomic_path(out) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, indices=split.unlabelled, pseudo_labels=predicted.numpy())
+    write_json(metrics, report)
+    return report

@@ -1,0 +1,40 @@
+"""`wscat validate`: natural and PGD accuracy on the validation set, the numbers of Fig-beta's
+tuning rule, with the model in eval mode."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from wscat.config import RunConfig, evaluation_for
+from wscat.data import load_dataset
+from wscat.data.split import load_split_of
+from wscat.inference import load_model
+from wscat.io import write_json
+from wscat.report.embeddings import validation_accuracies
+from wscat.training.speed import to_unit
+
+
+def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
+        split_path: Path, checkpoint: Path, out: Path, device: torch.device) -> dict[str, Any]:
+    """Fig-beta's tuning numbers on the validation set, with the model in eval mode; written to
+    `out` (JSON)."""
+    run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    split = load_split_of(split_path, dataset, seed)
+    net, meta = load_model(checkpoint, device)
+    source = load_dataset(dataset, params["datasets"][dataset])
+    indices = torch.as_tensor(split.validation)
+    x, y = to_unit(source.images[indices].to(device)), source.labels[indices].to(device)
+    evaluation = evaluation_for(params, dataset)
+    accuracies = validation_accuracies(net, x, y, eps=run.data["eps"],
+                                       step_size=run.data["eval_step_size"],
+                                       steps=evaluation["pgd_steps"],
+                                       batch_size=evaluation["batch_size"], seed=seed)
+    result = {**accuracies, "dataset": dataset, "model": model, "method": method,
+              "seed": seed, "n": len(x), "set": "validation",
+              "manifest": {"checkpoint": str(checkpoint), "epoch": meta["epoch"], "ema": True,
+                           "model_mode": "eval", "pgd_steps": evaluation["pgd_steps"],
+                           "eps": run.data["eps"], "step_size": run.data["eval_step_size"]}}
+    write_json(out, result)
+    return result
