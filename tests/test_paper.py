@@ -16,7 +16,8 @@ import yaml
 from latex import check_table, engine, tabular_rows
 from test_workflow import copy_workflow, job_counts, real_params, run
 from tiny import tiny_params
-from wscat.config import expand_paper, method_for, validate_params
+from wscat.config import method_for, validate_params
+from wscat.sweeps import expand_paper
 from wscat.data.split import make_split
 from wscat.report import paper
 
