@@ -1,5 +1,6 @@
-"""`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, export, and the paper's
-tables and figures (paper-table, paper-compare, paper-figure, paper-index, curves, validate).
+"""`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, export, analyse,
+list-experiments, and the paper's tables and figures (paper-table, paper-compare, paper-figure,
+paper-index, curves, validate).
 Bad input, an unwritable output or Ctrl-C: one line, exit 2 (130 for Ctrl-C); an unexpected
 error: one line, exit 1, its traceback with --debug or WSCAT_DEBUG=1."""
 from __future__ import annotations
@@ -84,6 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the entry, NAME.json; the state dict goes to NAME.pt beside it")
     p.add_argument("--name", default=None, help="model name (default: method-dataset-model-seedN)")
 
+    p = steps.add_parser("analyse", help="what Fig-similarity or Fig-feature shows on one dataset "
+                         "of a paper tier, computed on its checkpoints (.npz)")
+    _common(p, "tier", "figure", "dataset", "threads")
+    p.add_argument("--out", type=Path, required=True, help="results/analysis/TIER/FIGURE/DATASET.npz")
+    p.add_argument("--results", default="results", help="the results folder (default: results)")
+
+    p = steps.add_parser("list-experiments", help="every experiment, method and dataset of the "
+                         "params file, generated ones (wscat-beta0.2, digits-full) included")
+    _common(p)
+
     from wscat.report import commands
 
     commands.add_parsers(steps, _common)
@@ -145,6 +156,19 @@ def run(args: argparse.Namespace) -> None:
     if args.step in commands.STEPS:
         commands.run(args, params, _device)
         return
+    if args.step == "list-experiments":
+        import yaml
+
+        from wscat.sweeps import describe
+
+        print(describe(yaml.safe_load(args.params.read_text()), params, str(args.params)))
+        return
+    if args.step == "analyse":
+        from wscat.steps import analyse
+
+        analyse.run(params, tier=args.tier, figure=args.figure, dataset=args.dataset,
+                    out=args.out, device=_device(args), root=args.results)
+        return
     from wscat import pipeline
 
     if args.step == "fetch":
@@ -176,8 +200,8 @@ def run(args: argparse.Namespace) -> None:
                                        core_path=args.core)
         print(" ".join(f"{k}={v:.2f}" for k, v in result["accuracy"].items()))
     elif args.step == "table":
-        from wscat.methods import display_name, is_adversarial
         from wscat.report import write_table
+        from wscat.report.names import display_name, is_adversarial
 
         if args.experiment not in params["experiments"]:
             raise ConfigError(f"unknown experiment '{args.experiment}'; configured: "
@@ -195,7 +219,7 @@ def run(args: argparse.Namespace) -> None:
 
 def table_notes(params: dict, dataset: str, methods: list[str]) -> list[str]:
     """Footnotes a table owes its reader: where a column departs from its paper's recipe."""
-    from wscat.methods import display_name
+    from wscat.report.names import display_name
 
     notes = []
     for method in methods:

@@ -78,9 +78,9 @@ def run(args: argparse.Namespace, params: dict[str, Any] | None,
         elif args.figure == "Fig-unlabel":
             figures.unlabel_figure(params, args.tier, args.results, args.out)
         elif args.figure == "Fig-similarity":
-            figures.similarity_figure(params, args.tier, args.results, args.out, device(args))
+            figures.similarity_figure(params, args.tier, args.results, args.out)
         else:
-            figures.feature_figure(params, args.tier, args.results, args.out, device(args))
+            figures.feature_figure(params, args.tier, args.results, args.out)
     elif args.step == "paper-index":
         write_text(args.out, index(params, args.tier, args.results))
     elif args.step == "curves":
@@ -111,8 +111,8 @@ def validate(params: dict[str, Any], args: argparse.Namespace, device: Any) -> d
     from wscat.config import RunConfig, evaluation_for
     from wscat.data import load_dataset, load_split
     from wscat.pipeline import load_model
-    from wscat.report.embeddings import validation_accuracies
-    from wscat.training.speed import to_unit
+    from wscat.analysis import validation_accuracies
+    from wscat.data import to_unit
 
     run = RunConfig.from_params(params, dataset=args.dataset, model=args.model,
                                 method=args.method, seed=args.seed)
