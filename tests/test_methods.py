@@ -355,3 +355,28 @@ def test_constructors_take_the_knobs_the_schema_defines(objective):
     taken = knobs(objective)
     assert {name for name, required in taken.items() if required} == _schema_required(objective)
     assert set(taken) <= set(properties)
+
+
+def test_the_analysis_makes_wscats_ae_with_wscat_attack():
+    """Fig-similarity's WSCAT AE (eval mode, positives predicted) is Eq. 8 as the analysis
+    computed it before `Wscat.attack` was its one home."""
+    from wscat.analysis import adversarial_examples
+
+    model = _cnn().eval()
+    heads = _wscat(feature_dim=model.feature_dim).eval()
+    x = torch.rand(8, 1, 8, 8)
+    got = adversarial_examples("wscat", model, x, _ctx(seed=3), heads=heads)
+    with torch.no_grad():
+        features, logits = model(x)
+        z = heads.head_natural(features)
+    classes = logits.argmax(1)
+
+    def inner(x_):
+        features_adv, logits_adv = model(x_)
+        return (kl_divergence(logits, logits_adv)
+                + heads.beta * heads.l_con(z, heads.head_adversarial(features_adv), classes))
+
+    ctx = _ctx(seed=3)
+    expected = pgd(inner, x, eps=ctx.eps, step_size=ctx.step_size, steps=ctx.steps,
+                   random_start="uniform", generator=ctx.generator)
+    assert torch.equal(got, expected)

@@ -30,7 +30,7 @@ def knobs(objective: str) -> dict[str, bool]:
     (no default: the schema requires it for that objective)."""
     parameters = inspect.signature(OBJECTIVES[objective]).parameters
     return {name: p.default is inspect.Parameter.empty for name, p in parameters.items()
-            if name not in SHAPES}
+            if name not in SHAPES and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
 
 
 def build_method(method_params: dict[str, Any], *, feature_dim: int, num_classes: int,
