@@ -44,6 +44,19 @@ def test_the_paper_section_spells_out_sweeps_and_the_fully_supervised_setting() 
     assert expand_paper(params) == params
 
 
+def test_wscat_sup_is_wscat_on_labelled_data_alone() -> None:
+    """`base: wscat` with `labeler: null`: a variant's null drops the base's knob."""
+    params = validate_params(real_params())
+    for dataset in (None, "digits", "imagenet32"):
+        wscat = method_for(params, "wscat", dataset)
+        expected = {**{k: v for k, v in wscat.items() if k != "labeler"}, "data": "labelled"}
+        assert method_for(params, "wscat-sup", dataset) == expected
+    bad = real_params()
+    bad["methods"]["rst"]["labeler"] = None  # only a variant may drop a knob
+    with pytest.raises(ValueError, match="methods.rst.labeler"):
+        validate_params(bad)
+
+
 def test_the_sweeps_list_every_entry_they_add() -> None:
     """`wscat list-experiments` reads wscat.sweeps.generated: it names every added entry."""
     raw = real_params()
