@@ -31,6 +31,7 @@ include: "workflow/rules/pseudo.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/analyse.smk"
 
 
 localrules:

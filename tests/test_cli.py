@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiny import tiny_params, write_params
+from tests.tiny import ROOT, tiny_params, write_params
 
 WSCAT = [sys.executable, "-m", "wscat"]
 
@@ -47,6 +47,32 @@ def test_bad_params_are_refused_before_anything_is_written(workdir, change, need
     result = wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz", cwd=workdir)
     _one_line_error(result, needle)
     assert not (workdir / "s.npz").exists()
+
+
+def test_list_experiments_names_the_generated_runs_and_their_origin():
+    result = wscat("list-experiments", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    beta = next(line for line in lines if line.split()[:1] == ["wscat-beta0.2"])
+    assert "wscat with beta: 0.2" in beta and "paper.digits.beta" in beta
+    full = next(line for line in lines if line.split()[:1] == ["digits-full"])
+    assert "labelled: null" in full and "paper.digits.supervised" in full
+    sup = next(line for line in lines if line.split()[:1] == ["wscat-sup"])
+    assert "variant of wscat" in sup
+    assert any(line.split()[:1] == ["digits-ablation"] for line in lines)
+
+
+def test_analyse_refuses_a_figure_without_analysis(workdir):
+    params = tiny_params()
+    params["paper"] = {"t": {"datasets": [{"dataset": "digits", "name": "Digits",
+                                           "performance": {"experiment": "digits",
+                                                           "label": "Tab-RQ1-digits"}}],
+                             "model_names": {"cnn": "CNN"}}}
+    write_params(workdir / "params.yaml", params)
+    result = wscat("analyse", "--tier", "t", "--figure", "Fig-feature", "--dataset", "digits",
+                   "--out", "a.npz", cwd=workdir)
+    _one_line_error(result, "no feature: section")
+    assert not (workdir / "a.npz").exists()
 
 
 def test_more_labelled_than_exist(workdir):

@@ -9,11 +9,13 @@ from torch import nn
 
 from tests.test_losses import slow_nt_xent, slow_supcon_both_views
 from wscat.attacks import frozen_batchnorm_stats, pgd
+from wscat.config import load_schema
 from wscat.losses import cross_entropy, dynamic_contrastive_loss, kl_divergence
-from wscat.methods import DISPLAY_NAMES, Batch, StepContext, build_method, is_adversarial
+from wscat.methods import OBJECTIVES, Batch, StepContext, build_method, knobs
 from wscat.methods.rlfat import Rlfat, random_block_shuffle
 from wscat.methods.trades import Trades, trades_attack
 from wscat.methods.wscat import Wscat, positive_labels
+from wscat.report.names import DISPLAY_NAMES, is_adversarial
 from wscat.models import build_model
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -333,3 +335,48 @@ def test_registry_knows_the_new_methods():
                       "wscat-fixed": "WSCAT-fixed", "wscat-self": "WSCAT-self",
                       "wscat-std": "WSCAT-std"}.items():
         assert DISPLAY_NAMES[key] == name
+
+
+def _schema_required(objective: str) -> set[str]:
+    """The knobs params.schema.yaml requires of an objective, beyond what every method has."""
+    rules = load_schema()["$defs"]["method_rules"]
+    required = set()
+    for rule in rules["allOf"]:
+        if rule["if"]["properties"].get("objective", {}).get("const") == objective:
+            required |= set(rule.get("then", {}).get("required", []))
+    return required - {"objective", "data", "selection", "labeler"}
+
+
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+def test_constructors_take_the_knobs_the_schema_defines(objective):
+    """One knob list: a constructor's required arguments are the schema's required knobs of its
+    objective, and every argument is a knob the schema defines."""
+    properties = load_schema()["$defs"]["method"]["properties"]
+    taken = knobs(objective)
+    assert {name for name, required in taken.items() if required} == _schema_required(objective)
+    assert set(taken) <= set(properties)
+
+
+def test_the_analysis_makes_wscats_ae_with_wscat_attack():
+    """Fig-similarity's WSCAT AE (eval mode, positives predicted) is Eq. 8 as the analysis
+    computed it before `Wscat.attack` was its one home."""
+    from wscat.analysis import adversarial_examples
+
+    model = _cnn().eval()
+    heads = _wscat(feature_dim=model.feature_dim).eval()
+    x = torch.rand(8, 1, 8, 8)
+    got = adversarial_examples("wscat", model, x, _ctx(seed=3), heads=heads)
+    with torch.no_grad():
+        features, logits = model(x)
+        z = heads.head_natural(features)
+    classes = logits.argmax(1)
+
+    def inner(x_):
+        features_adv, logits_adv = model(x_)
+        return (kl_divergence(logits, logits_adv)
+                + heads.beta * heads.l_con(z, heads.head_adversarial(features_adv), classes))
+
+    ctx = _ctx(seed=3)
+    expected = pgd(inner, x, eps=ctx.eps, step_size=ctx.step_size, steps=ctx.steps,
+                   random_start="uniform", generator=ctx.generator)
+    assert torch.equal(got, expected)

@@ -16,9 +16,10 @@ import yaml
 from latex import check_table, engine, tabular_rows
 from test_workflow import copy_workflow, job_counts, real_params, run
 from tiny import tiny_params
-from wscat.config import expand_paper, method_for, validate_params
+from wscat.config import method_for, validate_params
 from wscat.data.split import make_split
 from wscat.report import paper
+from wscat.sweeps import expand_paper, generated
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -41,6 +42,38 @@ def test_the_paper_section_spells_out_sweeps_and_the_fully_supervised_setting() 
     assert method_for(params, "wscat-beta0.2", "digits")["beta"] == 0.2
     # Expanding twice changes nothing (Snakemake compares the file with its config this way).
     assert expand_paper(params) == params
+
+
+def test_wscat_sup_is_wscat_on_labelled_data_alone() -> None:
+    """`base: wscat` with `labeler: null`: a variant's null drops the base's knob."""
+    params = validate_params(real_params())
+    for dataset in (None, "digits", "imagenet32"):
+        wscat = method_for(params, "wscat", dataset)
+        expected = {**{k: v for k, v in wscat.items() if k != "labeler"}, "data": "labelled"}
+        assert method_for(params, "wscat-sup", dataset) == expected
+    bad = real_params()
+    bad["methods"]["rst"]["labeler"] = None  # only a variant may drop a knob
+    with pytest.raises(ValueError, match="methods.rst.labeler"):
+        validate_params(bad)
+
+
+def test_the_sweeps_list_every_entry_they_add() -> None:
+    """`wscat list-experiments` reads wscat.sweeps.generated: it names every added entry."""
+    raw = real_params()
+    params = validate_params(raw)
+    for section in ("methods", "datasets"):
+        added = set(params[section]) - set(raw[section])
+        listed = {e["name"] for e in generated(raw) if e["section"] == section}
+        assert added == listed - set(raw[section]) and added
+    assert {"wscat-beta0.2", "digits-full", "digits-unlabelled10"} <= {e["name"] for e in generated(raw)}
+
+
+def test_analysed_figures_read_the_analysis_files() -> None:
+    params = validate_params(real_params())
+    assert paper.figure_inputs(params, "digits", "Fig-feature") == [
+        "results/analysis/digits/Fig-feature/digits.npz"]
+    inputs = paper.analysis_inputs(params, "digits", "Fig-similarity", "digits")
+    assert inputs == ["results/models/digits/cnn/wscat/seed1/best.pt", "results/splits/digits/seed1.npz"]
 
 
 def test_a_paper_tier_naming_a_missing_experiment_fails_only_when_asked_for(tmp_path: Path,

@@ -183,7 +183,7 @@ def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
     workdir, result = tiny_run
     logs = "\n".join(f"--- {log}\n{log.read_text()[-2000:]}" for log in workdir.glob("results/logs/**/*.log"))
     assert result.returncode == 0, result.stderr[-4000:] + logs
-    from wscat.methods import display_name
+    from wscat.report.names import display_name
 
     methods = tiny_params()["experiments"]["digits"]["methods"]
     names = [display_name(method) for method in methods]

@@ -1,5 +1,6 @@
-"""`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, export, and the paper's
-tables and figures (paper-table, paper-compare, paper-figure, paper-index, curves, validate).
+"""`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, export, analyse,
+list-experiments, and the paper's tables and figures (paper-table, paper-compare, paper-figure,
+paper-index, curves, validate).
 Bad input, an unwritable output or Ctrl-C: one line, exit 2 (130 for Ctrl-C); an unexpected
 error: one line, exit 1, its traceback with --debug or WSCAT_DEBUG=1."""
 from __future__ import annotations
@@ -200,7 +201,7 @@ def _paper_compare(args: argparse.Namespace, params: Params) -> None:
 
 
 def _paper_figure_arguments(p: argparse.ArgumentParser) -> None:
-    _common(p, "tier", "figure", "threads")
+    _common(p, "tier", "figure")
     p.add_argument("--out", type=Path, required=True, help="output path without extension")
     p.add_argument("--results", default="results", help="the results folder (default: results)")
 
@@ -209,7 +210,7 @@ def _paper_figure(args: argparse.Namespace, params: Params) -> None:
     from wscat.steps import paper
 
     paper.run_figure(params, tier=args.tier, figure=args.figure, results=args.results,
-                     out=args.out, device=args.device, threads=args.threads)
+                     out=args.out)
 
 
 def _paper_index_arguments(p: argparse.ArgumentParser) -> None:
@@ -251,6 +252,32 @@ def _validate(args: argparse.Namespace, params: Params) -> None:
                  out=args.out, device=_device(args))
 
 
+def _analyse_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p, "tier", "figure", "dataset", "threads")
+    p.add_argument("--out", type=Path, required=True,
+                   help="results/analysis/TIER/FIGURE/DATASET.npz")
+    p.add_argument("--results", default="results", help="the results folder (default: results)")
+
+
+def _analyse(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import analyse
+
+    analyse.run(params, tier=args.tier, figure=args.figure, dataset=args.dataset, out=args.out,
+                device=_device(args), root=args.results)
+
+
+def _list_experiments_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+
+
+def _list_experiments(args: argparse.Namespace, params: Params) -> None:
+    import yaml
+
+    from wscat.sweeps import describe
+
+    print(describe(yaml.safe_load(args.params.read_text()), params, str(args.params)))
+
+
 COMMANDS: dict[str, Command] = {
     "fetch": Command("download (CIFAR) or check the archives of a dataset (md5)",
                      _fetch_arguments, _fetch),
@@ -278,6 +305,11 @@ COMMANDS: dict[str, Command] = {
     "curves": Command("training curves of one run (.pdf, .png)", _curves_arguments, _curves),
     "validate": Command("natural and PGD accuracy on the validation set (Fig-beta's tuning rule)",
                         _validate_arguments, _validate),
+    "analyse": Command("what Fig-similarity or Fig-feature shows on one dataset of a paper tier, "
+                       "computed on its checkpoints (.npz)", _analyse_arguments, _analyse),
+    "list-experiments": Command("every experiment, method and dataset of the params file, "
+                                "generated ones (wscat-beta0.2, digits-full) included",
+                                _list_experiments_arguments, _list_experiments),
 }
 
 

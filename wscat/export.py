@@ -24,7 +24,7 @@ from torch import nn
 
 from wscat.checkpoint import load_checkpoint, save_tensors
 from wscat.io import write_json
-from wscat.methods import display_name
+from wscat.report.names import display_name
 
 FORMAT = "wscat-robustbench-entry-v1"
 

@@ -21,7 +21,7 @@ from wscat.data import archive_status, raw_files
 from wscat.data.capacity import split_problem
 from wscat.report import paper as paper_files
 from wscat.evaluation import ATTACKS
-from wscat.methods import display_name
+from wscat.report.names import display_name
 
 
 wildcard_constraints:

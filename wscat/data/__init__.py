@@ -4,9 +4,9 @@ by its own name: it builds the trainer's TrainingData, and wscat.training import
 from wscat.data.augment import augment
 from wscat.data.sampler import iterations_per_epoch, sample_batch_indices
 from wscat.data.sources import (DatasetUnavailable, ImageDataset, archive_status, as_unit_float,
-                                fetch_dataset, load_dataset, raw_files)
+                                fetch_dataset, load_dataset, raw_files, to_unit)
 from wscat.data.split import Split, load_split, make_split, save_split
 
 __all__ = ["DatasetUnavailable", "ImageDataset", "Split", "archive_status", "as_unit_float",
            "augment", "fetch_dataset", "iterations_per_epoch", "load_dataset", "load_split",
-           "make_split", "raw_files", "sample_batch_indices", "save_split"]
+           "make_split", "raw_files", "sample_batch_indices", "save_split", "to_unit"]

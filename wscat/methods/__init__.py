@@ -1,7 +1,13 @@
 """Training methods, one module each; variants (RST, DMAT, WSCAT-sup, -fixed, -self, -std) are
-configuration, not copies."""
+configuration, not copies.
+
+A method's knobs are the keyword arguments of its constructor; params.schema.yaml says which of
+them each objective requires (tests/test_methods.py checks that the two agree), and
+`build_method` passes the resolved params.yaml entry's values for exactly those names.
+"""
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from wscat.methods.base import Batch, Method, StepContext
@@ -12,57 +18,37 @@ from wscat.methods.standard import Standard
 from wscat.methods.trades import Trades
 from wscat.methods.wscat import Wscat
 
-# How the paper's tables name each configured method.
-DISPLAY_NAMES = {"standard": "Standard", "trades": "TRADES", "rlfat": "RLFAT", "dmat": "DMAT",
-                 "wscat-sup": "WSCAT-sup", "mt": "MT", "rst": "RST", "puat": "PUAT",
-                 "wscat": "WSCAT", "wscat-fixed": "WSCAT-fixed", "wscat-self": "WSCAT-self",
-                 "wscat-std": "WSCAT-std"}
-NON_ADVERSARIAL_OBJECTIVES = {"standard", "mean_teacher"}
+# The method class of each `objective` in params.yaml.
+OBJECTIVES: dict[str, type[Method]] = {"standard": Standard, "trades": Trades, "rlfat": Rlfat,
+                                       "wscat": Wscat, "mean_teacher": MeanTeacher, "puat": Puat}
+# Constructor arguments the model and data decide, not params.yaml.
+SHAPES = ("feature_dim", "num_classes", "image_shape")
 
 
-def display_name(method: str) -> str:
-    """The paper's name of a method key (unknown keys are shown as they are)."""
-    return DISPLAY_NAMES.get(method, method)
-
-
-def is_adversarial(method_params: dict[str, Any]) -> bool:
-    """Whether a method is adversarial training (only those compete for bold in the tables)."""
-    return method_params["objective"] not in NON_ADVERSARIAL_OBJECTIVES
+def knobs(objective: str) -> dict[str, bool]:
+    """The params.yaml knobs an objective's constructor takes, each with whether it is required
+    (no default: the schema requires it for that objective)."""
+    parameters = inspect.signature(OBJECTIVES[objective]).parameters
+    return {name: p.default is inspect.Parameter.empty for name, p in parameters.items()
+            if name not in SHAPES and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
 
 
 def build_method(method_params: dict[str, Any], *, feature_dim: int, num_classes: int,
                  image_shape: tuple[int, int, int]) -> Method:
-    """The method object for a params.yaml `methods.<name>` entry."""
+    """The method object for a resolved params.yaml `methods.<name>` entry; a knob left out
+    keeps the constructor's default (TRADES' own choices, WSCAT's positives="predicted")."""
     objective = method_params["objective"]
-    if objective == "standard":
-        return Standard()
-    if objective == "trades":  # TRADES, RST, DMAT; knobs left out keep TRADES' own choices
-        optional = ("label_smoothing", "random_start", "attack_batchnorm")
-        return Trades(lam=method_params["lam"],
-                      **{k: method_params[k] for k in optional if k in method_params})
-    if objective == "rlfat":
-        if method_params["blocks"] > min(image_shape[1:]):
-            raise ValueError(f"rlfat: blocks={method_params['blocks']} exceeds the image side "
-                             f"{min(image_shape[1:])}")
-        return Rlfat(**{k: method_params[k] for k in ("lam", "alpha", "blocks")})
-    if objective == "wscat":  # WSCAT and its variants; positives left out = "predicted" (WSCAT)
-        keys = ("lam", "beta", "temperature", "anchors", "label_smoothing", "projection_dim")
-        optional = ("positives",)
-        return Wscat(feature_dim, **{k: method_params[k] for k in keys},
-                     **{k: method_params[k] for k in optional if k in method_params})
-    if objective == "mean_teacher":
-        keys = ("consistency", "rampup_epochs", "teacher_decay", "teacher_decay_late",
-                "label_smoothing")
-        return MeanTeacher(**{k: method_params[k] for k in keys})
-    if objective == "puat":
-        keys = ("pretrain_epochs", "gan_start_epochs", "adv_rampup_epochs", "consistency",
-                "consistency_rampup_epochs", "uae_weight", "rae_weight", "gan_weight", "gan_alpha",
-                "label_smoothing", "d_steps", "n_generated", "latent_dim", "gan_width",
-                "latent_eps", "gan_lr")
-        return Puat(num_classes=num_classes, image_shape=image_shape, feature_dim=feature_dim,
-                    **{k: method_params[k] for k in keys})
-    raise ValueError(f"unknown objective '{objective}'")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective '{objective}'")
+    if objective == "rlfat" and method_params["blocks"] > min(image_shape[1:]):
+        raise ValueError(f"rlfat: blocks={method_params['blocks']} exceeds the image side "
+                         f"{min(image_shape[1:])}")
+    shapes = {"feature_dim": feature_dim, "num_classes": num_classes, "image_shape": image_shape}
+    parameters = inspect.signature(OBJECTIVES[objective]).parameters
+    arguments = {name: shapes[name] for name in parameters if name in shapes}
+    arguments.update({name: method_params[name] for name in knobs(objective)
+                      if name in method_params})
+    return OBJECTIVES[objective](**arguments)
 
 
-__all__ = ["Batch", "DISPLAY_NAMES", "Method", "StepContext", "build_method", "display_name",
-           "is_adversarial"]
+__all__ = ["Batch", "Method", "OBJECTIVES", "StepContext", "build_method", "knobs"]

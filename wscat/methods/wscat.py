@@ -67,22 +67,29 @@ class Wscat(Method):
         return dynamic_contrastive_loss(z, z_adv, classes, temperature=self.temperature,
                                         anchors=self.anchors)
 
+    def attack(self, model: nn.Module, x: torch.Tensor, target: torch.Tensor,
+               z_target: torch.Tensor, classes: torch.Tensor, ctx: StepContext) -> torch.Tensor:
+        """Eq. 8, complete AE generation: x' = argmax KL(C(x) || C(x')) + beta * l_con(z', z)
+        by PGD from a uniform random start, with C(x) = `target` and z = `z_target` fixed and the
+        positives of `classes`. The caller sets the model's mode (training: train mode with
+        frozen BatchNorm statistics; the analysis step: eval mode)."""
+        def inner(x_: torch.Tensor) -> torch.Tensor:
+            features_adv, logits_adv = model(x_)
+            return (kl_divergence(target, logits_adv)
+                    + self.beta * self.l_con(z_target, self.head_adversarial(features_adv), classes))
+
+        return pgd(inner, x, eps=ctx.eps, step_size=ctx.step_size, steps=ctx.steps,
+                   random_start="uniform", generator=ctx.generator)
+
     def loss(self, model: nn.Module, batch: Batch, ctx: StepContext
              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Eq. 9, with the AE of Eq. 8 (`attack`)."""
         model.train()
         features, logits_natural = model(batch.x)
         z = self.head_natural(features)
         classes = positive_labels(self.positives, logits_natural, batch.labels)
-        target, z_target = logits_natural.detach(), z.detach()
-
-        def inner(x: torch.Tensor) -> torch.Tensor:
-            features_adv, logits_adv = model(x)
-            return (kl_divergence(target, logits_adv)
-                    + self.beta * self.l_con(z_target, self.head_adversarial(features_adv), classes))
-
         with frozen_batchnorm_stats(model):
-            x_adv = pgd(inner, batch.x, eps=ctx.eps, step_size=ctx.step_size, steps=ctx.steps,
-                        random_start="uniform", generator=ctx.generator)
+            x_adv = self.attack(model, batch.x, logits_natural.detach(), z.detach(), classes, ctx)
         features_adv, logits_adversarial = model(x_adv)
         ce = cross_entropy(logits_natural, batch.labels, self.label_smoothing)
         kl = kl_divergence(logits_natural, logits_adversarial)

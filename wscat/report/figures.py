@@ -1,4 +1,5 @@
-"""The paper's figures (matplotlib; PDF for LaTeX, PNG for a quick look, CSV of the numbers).
+"""The paper's figures (matplotlib; PDF for LaTeX, PNG for a quick look, CSV of the numbers),
+from metrics files and the analysis step's files (results/analysis/, `wscat analyse`).
 
 - Fig-similarity: distribution of cos(f(x), f(x')) for the AEs of TRADES, RLFAT and WSCAT.
 - Fig-beta: natural, PGD and their harmonic mean against beta; beta picked on validation.
@@ -20,13 +21,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import torch  # noqa: E402
 
-from wscat.config import method_for  # noqa: E402
+from wscat.errors import NPZ_ERRORS, first_line  # noqa: E402
 from wscat.evaluation import harmonic_mean  # noqa: E402
 from wscat.io import atomic_path, write_text  # noqa: E402
-from wscat.methods import display_name  # noqa: E402
-from wscat.report import embeddings, paper  # noqa: E402
+from wscat.report import paper  # noqa: E402
+from wscat.report.names import display_name  # noqa: E402
 
 COLOURS = {"Natural": "tab:blue", "PGD": "tab:red", "HM": "tab:green"}
 
@@ -150,45 +150,33 @@ def unlabel_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -
     save(fig, prefix, table)
 
 
-def _images(params: dict[str, Any], dataset: str, indices: np.ndarray, device: torch.device
-            ) -> tuple[torch.Tensor, torch.Tensor]:
-    from wscat.data import load_dataset
-    from wscat.training.speed import to_unit
+def _analysis(path: str, methods: list[str]) -> dict[str, np.ndarray]:
+    """An analysis file (`wscat analyse`), checked to hold the methods params.yaml asks for."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+        found = [str(m) for m in arrays["methods"]]
+    except NPZ_ERRORS as error:
+        raise ValueError(f"{path}: not an analysis file ({first_line(error)}); run `wscat "
+                         "analyse` (or its Snakemake rule) first") from error
+    if found != methods:
+        raise ValueError(f"{path} analyses {', '.join(found)}, params.yaml asks for "
+                         f"{', '.join(methods)}; rerun `wscat analyse`")
+    return arrays
 
-    source = load_dataset(dataset, params["datasets"][dataset])
-    index = torch.as_tensor(indices)
-    return to_unit(source.images[index].to(device)), source.labels[index]
 
-
-def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path,
-                      device: torch.device) -> None:
+def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> None:
     """Fig-similarity: one model (the checkpoint of `similarity.model`), the same natural test
     images, the AE of each method's inner maximisation, cos(f(x), f(x')) per image."""
-    from wscat.data.split import load_split
-    from wscat.inference import load_model
-
     spec = paper.tier_spec(params, tier)["similarity"]
     entries = paper.tier_spec(params, tier)["datasets"]
     fig, axes = _panels(len(entries))
     table = []
     for ax, entry in zip(axes[0], entries):
-        dataset = entry["dataset"]
-        run = paper.Run(dataset, paper.dataset_model(params, entry), spec["model"], spec["seed"])
-        model, meta = load_model(Path(run.checkpoint(root)), device)
-        test = load_split(run.split(root)).test[: spec["n_examples"]]
-        x, _ = _images(params, dataset, test, device)
-        heads = embeddings.wscat_heads(run.checkpoint(root), method_for(params, spec["model"], dataset),
-                                       model.feature_dim, meta["num_classes"], tuple(x.shape[1:]),
-                                       device)
+        path = paper.analysis_file(tier, "Fig-similarity", entry["dataset"], root)
+        cos = _analysis(path, spec["methods"])["cos"]
         bins = np.linspace(-0.2, 1.0, 61)
-        for method in spec["methods"]:
-            knobs = method_for(params, method, dataset)
-            heads.beta = knobs.get("beta", heads.beta)
-            generator = torch.Generator(device=device).manual_seed(spec["seed"])
-            ctx = embeddings._context(params["datasets"][dataset], generator)
-            x_adv = embeddings.adversarial_examples(knobs["objective"], model, x, ctx, heads=heads,
-                                                    blocks=knobs.get("blocks", 2))
-            values = embeddings.cosine_similarity(model, x, x_adv)
+        for method, values in zip(spec["methods"], cos):
             ax.hist(values, bins=bins, alpha=0.5, label=display_name(method), density=True)
             table.append({"dataset": entry["name"], "method": display_name(method),
                           "n": len(values), "mean": round(float(values.mean()), 4),
@@ -202,30 +190,20 @@ def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path
     save(fig, prefix, table)
 
 
-def feature_figure(params: dict[str, Any], tier: str, root: str, prefix: Path,
-                   device: torch.device) -> None:
+def feature_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> None:
     """Fig-feature: t-SNE of training embeddings (labelled + unlabelled, a seeded subset),
     coloured by the true label; one row per dataset, one column per method."""
-    from wscat.data.split import load_split
-    from wscat.inference import load_model
-
     spec = paper.tier_spec(params, tier)["feature"]
     entries = paper.tier_spec(params, tier)["datasets"]
     fig, axes = _panels(len(spec["methods"]), width=3.4, height=3.4, rows=len(entries))
     table = []
     for row, entry in enumerate(entries):
-        dataset = entry["dataset"]
-        model_key = paper.dataset_model(params, entry)
-        split = load_split(paper.Run(dataset, model_key, "", spec["seed"]).split(root))
-        pool = np.concatenate([split.labelled, split.unlabelled])
-        chosen = np.sort(np.random.default_rng(spec["seed"]).permutation(pool)[: spec["n_examples"]])
-        x, y = _images(params, dataset, chosen, device)
-        for col, method in enumerate(spec["methods"]):
-            run = paper.Run(dataset, model_key, method, spec["seed"])
-            model, _ = load_model(Path(run.checkpoint(root)), device)
-            points = embeddings.tsne(embeddings.features(model, x), seed=spec["seed"])
+        path = paper.analysis_file(tier, "Fig-feature", entry["dataset"], root)
+        data = _analysis(path, spec["methods"])
+        chosen, y = data["index"], data["label"]
+        for col, (method, points) in enumerate(zip(spec["methods"], data["tsne"])):
             ax = axes[row][col]
-            ax.scatter(points[:, 0], points[:, 1], c=y.numpy(), cmap="tab10", s=3)
+            ax.scatter(points[:, 0], points[:, 1], c=y, cmap="tab10", s=3)
             ax.set(title=f"{display_name(method)} ({entry['name']})", xticks=[], yticks=[])
             table += [{"dataset": entry["name"], "method": display_name(method), "index": int(i),
                        "label": int(label), "x": round(float(p[0]), 4), "y": round(float(p[1]), 4)}

@@ -13,7 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from wscat.config import ConfigError, beta_method, full_dataset, method_for, unlabelled_dataset
+from wscat.config import ConfigError, method_for
+from wscat.sweeps import beta_method, full_dataset, unlabelled_dataset
 
 REPORTED = Path(__file__).with_name("reported.csv")  # the paper's tables, one row per cell
 CROSS_DATASET_TABLES = ("Tab-datasets", "Tab-mode", "tab-sup", "Tab-ap-time")
@@ -22,6 +23,7 @@ FIGURES = ("Fig-similarity", "Fig-beta", "Fig-unlabel", "Fig-feature")
 # such figure.
 FIGURE_SECTIONS = {"Fig-similarity": "similarity", "Fig-beta": "beta",
                    "Fig-unlabel": "unlabelled", "Fig-feature": "feature"}
+ANALYSED = ("Fig-similarity", "Fig-feature")  # read results/analysis/ (`wscat analyse`)
 
 
 @dataclass(frozen=True)
@@ -200,14 +202,8 @@ def figure_inputs(params: dict[str, Any], tier: str, figure: str, root: str = "r
                           f"{figure}; its figures: {', '.join(tier_figures(params, tier)) or 'none'}")
     files: list[str] = []
     for entry in spec["datasets"]:
-        model = dataset_model(params, entry)
-        if figure == "Fig-similarity":
-            run = Run(entry["dataset"], model, spec["similarity"]["model"], spec["similarity"]["seed"])
-            files += [run.checkpoint(root), run.split(root)]
-        elif figure == "Fig-feature":
-            for method in spec["feature"]["methods"]:
-                run = Run(entry["dataset"], model, method, spec["feature"]["seed"])
-                files += [run.checkpoint(root), run.split(root)]
+        if figure in ANALYSED:
+            files.append(analysis_file(tier, figure, entry["dataset"], root))
         elif figure == "Fig-beta":
             files += [p for run in beta_runs(params, tier, entry)
                       for p in (run.metrics(root), run.validation(root))]
@@ -216,6 +212,24 @@ def figure_inputs(params: dict[str, Any], tier: str, figure: str, root: str = "r
         else:
             raise ConfigError(f"unknown figure '{figure}'; figures: {', '.join(FIGURES)}")
     return list(dict.fromkeys(files))
+
+
+def analysis_file(tier: str, figure: str, dataset: str, root: str = "results") -> str:
+    """What an analysed figure shows on one dataset of a tier (wscat.steps.analyse)."""
+    return f"{root}/analysis/{tier}/{figure}/{dataset}.npz"
+
+
+def analysis_inputs(params: dict[str, Any], tier: str, figure: str, dataset: str,
+                    root: str = "results") -> list[str]:
+    """The checkpoints and split one analysis file is computed from."""
+    spec = tier_spec(params, tier)
+    entry = next((e for e in spec["datasets"] if e["dataset"] == dataset), None)
+    if figure not in ANALYSED or FIGURE_SECTIONS[figure] not in spec or entry is None:
+        raise ConfigError(f"no analysis '{figure}' of dataset '{dataset}' in paper tier '{tier}'")
+    model, section = dataset_model(params, entry), spec[FIGURE_SECTIONS[figure]]
+    methods = [section["model"]] if figure == "Fig-similarity" else section["methods"]
+    runs = [Run(dataset, model, method, section["seed"]) for method in methods]
+    return list(dict.fromkeys(p for run in runs for p in (run.checkpoint(root), run.split(root))))
 
 
 @lru_cache(maxsize=1)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from wscat.data.split import load_split
-from wscat.methods import display_name, is_adversarial
+from wscat.report.names import display_name, is_adversarial
 from wscat.report import paper
 from wscat.report.table import (METRICS, _environment, collect, latex_escape, read_runs, render_tex,
                                 summarise)

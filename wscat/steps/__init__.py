@@ -2,5 +2,6 @@
 outputs atomically, and records a manifest. `wscat <step>` (wscat.cli), the Snakemake rules
 (through the command line) and the Python API (wscat.api) all call these.
 
-split, pseudo (pseudo-label), train, evaluate, validate, table, and paper (the paper's tables,
-figures, index and training curves)."""
+split, pseudo (pseudo-label), train, evaluate, validate, analyse (what Fig-similarity and
+Fig-feature show, computed on checkpoints), table, and paper (the paper's tables, figures, index
+and training curves)."""

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from wscat.device import pick_device
 from wscat.io import write_text
 from wscat.report import paper
 
@@ -31,10 +30,10 @@ def run_compare(*, label: str, table_csv: Path, paper_cells: tuple[str, str] | N
     write_text(tex, tex_text)
 
 
-def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, out: Path,
-               device: str = "auto", threads: int | None = None) -> None:
-    """One of the paper's figures (.pdf, .png, .csv); the device is chosen only by the figures
-    that run a model."""
+def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, out: Path
+               ) -> None:
+    """One of the paper's figures (.pdf, .png, .csv), from results files only (Fig-similarity
+    and Fig-feature read what `wscat analyse` computed)."""
     from wscat.report import figures
 
     paper.tier_spec(params, tier)
@@ -45,9 +44,9 @@ def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, 
     elif figure == "Fig-unlabel":
         figures.unlabel_figure(params, tier, results, out)
     elif figure == "Fig-similarity":
-        figures.similarity_figure(params, tier, results, out, pick_device(device, threads))
+        figures.similarity_figure(params, tier, results, out)
     else:
-        figures.feature_figure(params, tier, results, out, pick_device(device, threads))
+        figures.feature_figure(params, tier, results, out)
 
 
 def run_index(params: dict[str, Any], *, tier: str, results: str, out: Path) -> None:

@@ -12,8 +12,8 @@ from wscat.data import load_dataset
 from wscat.data.split import load_split_of
 from wscat.inference import load_model
 from wscat.io import write_json
-from wscat.report.embeddings import validation_accuracies
-from wscat.training.speed import to_unit
+from wscat.analysis import validation_accuracies
+from wscat.data import to_unit
 
 
 def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,

@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from wscat.data import as_unit_float
+from wscat.data import to_unit  # noqa: F401 - re-exported: the trainer's import
 
 Precision = Literal["fp32", "bf16"]
 
@@ -61,9 +61,3 @@ def prepare_model(model: nn.Module, *, channels_last: bool, compile: bool) -> nn
     if compile:
         return torch.compile(model)  # type: ignore[return-value]
     return model
-
-
-def to_unit(x: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
-    """Images as float32 in [0,1] (uint8 datasets, CIFAR and ImageNet32, are stored as 0..255), in
-    the training memory format."""
-    return as_unit_float(x).contiguous(memory_format=memory_format(channels_last))

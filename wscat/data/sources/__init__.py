@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from wscat.data.sources import archives as _archives
-from wscat.data.sources.base import Archive, DatasetUnavailable, ImageDataset, Source, as_unit_float
+from wscat.data.sources.base import (Archive, DatasetUnavailable, ImageDataset, Source,
+                                     as_unit_float, to_unit)
 from wscat.data.sources.cifar import CIFAR10, CIFAR100
 from wscat.data.sources.digits import Digits
 from wscat.data.sources.imagenet32 import ImageNet32
@@ -21,7 +22,7 @@ SOURCES: dict[str, Source] = {"digits": Digits(), "cifar10": CIFAR10, "cifar100"
                               "imagenet32": ImageNet32(), "npz": Npz()}
 
 __all__ = ["Archive", "DatasetUnavailable", "ImageDataset", "SOURCES", "archive_status",
-           "as_unit_float", "fetch_dataset", "load_dataset", "raw_files"]
+           "as_unit_float", "fetch_dataset", "load_dataset", "raw_files", "to_unit"]
 
 
 def _source(name: str, cfg: Mapping[str, Any]) -> Source:

@@ -46,6 +46,13 @@ def as_unit_float(x: torch.Tensor) -> torch.Tensor:
     raise TypeError(f"images must be uint8 or floating point, not {x.dtype}")
 
 
+def to_unit(x: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
+    """Images as float32 in [0,1] (uint8 datasets, CIFAR and ImageNet32, are stored as 0..255), in
+    the training memory format (NHWC with `channels_last`)."""
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    return as_unit_float(x).contiguous(memory_format=layout)
+
+
 @dataclass(frozen=True)
 class Archive:
     """One file a source reads: where it lives, where a person gets it, how it is checked.

@@ -1,11 +1,12 @@
-"""What the paper's embedding figures measure, computed on trained checkpoints.
+"""What the paper's embedding figures and the beta-tuning rule measure on trained checkpoints.
 
 - Fig-similarity (RQ2): cos(f(x), f(x')) between natural and adversarial embeddings, for the
   AEs of TRADES (max KL(C(x)||C(x')), also DMAT's and RST's), RLFAT (TRADES' AE, block-shuffled)
-  and WSCAT (Eq. 8: max KL + beta * l_con(z', z)), all on the same natural data and model.
+  and WSCAT (Eq. 8, `Wscat.attack`), all on the same natural data and model.
 - Fig-feature (RQ3): 2-D t-SNE of training embeddings f(x).
 - The validation numbers of the beta-tuning rule: natural and PGD accuracy on the validation
   set and their harmonic mean.
+The analysis step (wscat.steps.analyse) writes the first two to files the figures read.
 """
 from __future__ import annotations
 
@@ -18,16 +19,14 @@ from torch import nn
 
 from wscat.checkpoint import load_checkpoint
 from wscat.evaluation import accuracy, harmonic_mean
-from wscat.losses import kl_divergence
 from wscat.methods import StepContext, build_method
 from wscat.methods.rlfat import random_block_shuffle
 from wscat.methods.trades import trades_attack
 from wscat.methods.wscat import Wscat, positive_labels
-from wscat.attacks import pgd
 
 
-def _context(threat: dict[str, Any], generator: torch.Generator) -> StepContext:
-    """The training attack's threat model (PGD-10, step eps/4)."""
+def attack_context(threat: dict[str, Any], generator: torch.Generator) -> StepContext:
+    """The training attack's threat model (PGD-10, step eps/4) of a dataset entry."""
     return StepContext(eps=threat["eps"], step_size=threat["train_step_size"],
                        steps=threat["train_steps"], generator=generator, ema_model=None,
                        progress=0.0, augment=lambda t: t)
@@ -49,21 +48,14 @@ def wscat_heads(checkpoint: str, method_params: dict[str, Any], feature_dim: int
     return method.to(device).eval()
 
 
-def complete_attack(model: nn.Module, heads: Wscat, x: torch.Tensor, ctx: StepContext
-                    ) -> torch.Tensor:
+def wscat_examples(model: nn.Module, heads: Wscat, x: torch.Tensor, ctx: StepContext
+                   ) -> torch.Tensor:
     """WSCAT's AE (Eq. 8) on a model in eval mode: positives from the model's own predictions."""
     with torch.no_grad():
         features, logits = model(x)
         z = heads.head_natural(features)
     classes = positive_labels(heads.positives, logits, torch.full_like(logits[:, 0], -1).long())
-
-    def inner(x_: torch.Tensor) -> torch.Tensor:
-        features_adv, logits_adv = model(x_)
-        return (kl_divergence(logits, logits_adv)
-                + heads.beta * heads.l_con(z, heads.head_adversarial(features_adv), classes))
-
-    return pgd(inner, x, eps=ctx.eps, step_size=ctx.step_size, steps=ctx.steps,
-               random_start="uniform", generator=ctx.generator)
+    return heads.attack(model, x, logits, z, classes, ctx)
 
 
 def adversarial_examples(objective: str, model: nn.Module, x: torch.Tensor, ctx: StepContext, *,
@@ -74,7 +66,7 @@ def adversarial_examples(objective: str, model: nn.Module, x: torch.Tensor, ctx:
         model.eval()  # trades_attack leaves the model in train mode
         return random_block_shuffle(x_adv, blocks, ctx.generator) if objective == "rlfat" else x_adv
     if objective == "wscat":
-        return complete_attack(model, heads, x, ctx)
+        return wscat_examples(model, heads, x, ctx)
     raise ValueError(f"Fig-similarity compares AEs of TRADES-, RLFAT- and WSCAT-type methods, "
                      f"not objective '{objective}'")
 
@@ -87,6 +79,7 @@ def cosine_similarity(model: nn.Module, x: torch.Tensor, x_adv: torch.Tensor) ->
 
 @torch.no_grad()
 def features(model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> np.ndarray:
+    """The embeddings f(x), flattened, in batches."""
     return torch.cat([model(x[i:i + batch_size])[0].flatten(1).cpu()
                       for i in range(0, len(x), batch_size)]).numpy()
 

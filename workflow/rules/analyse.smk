@@ -1,0 +1,37 @@
+"""The analysis step: what Fig-similarity and Fig-feature show, computed on their checkpoints
+(embeddings, cosine similarities, t-SNE) and written to a file the paper_figure rule reads."""
+
+
+def get_analysis_input(wildcards):
+    """The checkpoints and split one analysis file is computed from."""
+    try:
+        return paper_files.analysis_inputs(
+            config, wildcards.tier, wildcards.figure, wildcards.dataset
+        )
+    except ConfigError as error:
+        stop(str(error))
+
+
+rule analyse:
+    """Embeddings of one dataset of a paper tier: cos(f(x), f(x')) per AE (Fig-similarity) or
+    their t-SNE (Fig-feature)."""
+    input:
+        get_analysis_input,
+    output:
+        "results/analysis/{tier}/{figure}/{dataset}.npz",
+    log:
+        "results/logs/analyse/{tier}/{figure}/{dataset}.log",
+    wildcard_constraints:
+        figure=r"Fig-(similarity|feature)",
+    conda:
+        "../envs/wscat.yaml"
+    threads: 1
+    resources:
+        gpu=1,
+    params:
+        params_file=PARAMS,
+        config=get_paper_section,
+    shell:
+        "wscat analyse --params {params.params_file} --tier {wildcards.tier}"
+        " --figure {wildcards.figure} --dataset {wildcards.dataset} --out {output}"
+        " --threads {threads} > {log} 2>&1"
