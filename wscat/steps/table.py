@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from wscat.config import ConfigError, method_for
-from wscat.methods import display_name, is_adversarial
+from wscat.report.names import display_name, is_adversarial
 from wscat.report import write_table
 
 
