@@ -3,14 +3,11 @@
 Randomness is drawn from a generator seeded by (seed, epoch), so a run killed after epoch k and
 resumed from its last checkpoint continues bit for bit as if it had never stopped.
 
-Per-epoch metrics go to train_log.csv and to DVCLive (out_dir/dvclive/), whose files
-`dvc plots show` and `dvc plots diff` render as learning curves.
+Per-epoch metrics go to train_log.csv and to DVCLive curves (`wscat.training.log`).
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import shutil
 import sys
@@ -27,17 +24,14 @@ from wscat.config import RunConfig
 from wscat.data import augment, iterations_per_epoch, sample_batch_indices
 from wscat.data.sampler import labelled_per_batch
 from wscat.evaluation import accuracy, harmonic_mean
-from wscat.io import atomic_path, write_text
+from wscat.io import atomic_path
 from wscat.methods import Batch, Method, StepContext, build_method
 from wscat.models import build_model
 from wscat.training.ema import make_ema, update_ema
+from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.schedule import make_scheduler
 from wscat.training.speed import (Precision, autocast, configure_backend, prepare_model,
                                   to_unit)
-
-# Columns of a history row that are not curves: the step itself and wall-clock time (which
-# differs between two otherwise identical runs).
-NOT_CURVES = ("epoch", "seconds")
 
 
 @dataclass
@@ -89,45 +83,6 @@ def _validate(ema: torch.nn.Module, data: TrainingData, run: RunConfig) -> dict[
     else:
         scores["score"] = natural
     return scores
-
-
-def _write_log(path: Path, history: list[dict[str, Any]]) -> None:
-    buffer = io.StringIO()
-    keys = list(dict.fromkeys(k for row in history for k in row))
-    writer = csv.DictWriter(buffer, fieldnames=keys)
-    writer.writeheader()
-    writer.writerows(history)
-    write_text(path, buffer.getvalue())
-
-
-def _open_curves(directory: Path, history: list[dict[str, Any]]):
-    """A DVCLive logger on `directory`, holding exactly the epochs in `history`.
-
-    The directory is rebuilt from the checkpoint's history rather than resumed from its own
-    files: a run killed between logging an epoch and checkpointing it would otherwise log that
-    epoch twice, and Snakemake deletes a job's outputs before it reruns it.
-    """
-    from dvclive import Live
-
-    class Curves(Live):
-        # DVC tracks these files through dvc.yaml's stages; DVCLive's own experiment
-        # bookkeeping (and its `dvc init` of a git repository that has no DVC) stays off.
-        def _init_dvc(self) -> None:
-            self._dvc_repo = None
-
-    live = Curves(str(directory), resume=False, save_dvc_exp=False, dvcyaml=False)
-    for row in history:
-        _log_epoch(live, row)
-    return live
-
-
-def _log_epoch(live: Any, row: dict[str, Any]) -> None:
-    """One history row as DVCLive step `epoch` (1-based, like train_log.csv)."""
-    live.step = row["epoch"]
-    for name, value in row.items():
-        if name not in NOT_CURVES:
-            live.log_metric(name, value)
-    live.make_summary()
 
 
 def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Module,
@@ -313,7 +268,7 @@ def _select_and_save(training: _Training, row: dict[str, Any], run: RunConfig,
                 "meta": training.meta})
     row["seconds"] = round(time.perf_counter() - started, 3)
     training.history.append(row)
-    _log_epoch(curves, row)
+    log_epoch(curves, row)
     save_checkpoint(resume_dir / "last.pt", {
         "model": training.model.state_dict(), "ema": training.ema.state_dict(),
         "method": training.method.state_dict(), "optimizer": training.optimizer.state_dict(),
@@ -333,7 +288,7 @@ def _show(bar: Any, row: dict[str, Any]) -> None:
 def _finish(out_dir: Path, resume_dir: Path, history: list[dict[str, Any]]) -> None:
     """train_log.csv, and best.pt and last.pt copied out of resume/, which then goes."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    _write_log(out_dir / "train_log.csv", history)
+    write_log(out_dir / "train_log.csv", history)
     for name in ("best.pt", "last.pt"):  # a full disk here leaves resume/ for the rerun
         with atomic_path(out_dir / name) as tmp:
             shutil.copyfile(resume_dir / name, tmp)
@@ -351,7 +306,7 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     resume_dir, cfg = out_dir / "resume", run.training
     training = _build(run, data, device, meta)
     _resume(training, resume_dir, run, device)
-    curves = _open_curves(out_dir / "dvclive", training.history)
+    curves = open_curves(out_dir / "dvclive", training.history)
     pool = _pool(data, cfg, device)
     step_model = prepare_model(training.model, channels_last=cfg["channels_last"],
                                compile=cfg["compile"])
