@@ -20,6 +20,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,10 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(model_key: str, method_key: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Time `iters` training steps of one (model, method) after `warmup` steps."""
-    import wscat.methods as methods_pkg
+def _step(model_key: str, method_key: str, args: argparse.Namespace
+          ) -> tuple[Callable[[], None], torch.nn.Module, torch.device]:
+    """One training step of (model, method) on a random CIFAR-shaped batch, as a closure; the
+    classifier it trains; the device."""
     from wscat.config import load_params, method_for
     from wscat.methods import Batch, StepContext, build_method
     from wscat.models import build_model
@@ -86,22 +88,32 @@ def measure(model_key: str, method_key: str, args: argparse.Namespace) -> dict[s
         train_step(method, step_model, model, optimizer, ema, batch, ctx,
                    precision=args.precision, ema_decay=0.995)
 
+    return step, model, device
+
+
+def _forwards_per_step(model: torch.nn.Module, step: Callable[[], None], warmup: int) -> int:
+    """Run the `warmup` steps, counting the classifier's forward passes."""
     forwards: list[int] = []
     hook = model.register_forward_hook(lambda *_: forwards.append(1))
-    for _ in range(args.warmup):
+    for _ in range(warmup):
         step()
     hook.remove()
-    per_step = len(forwards) // max(args.warmup, 1)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    return len(forwards) // max(warmup, 1)
+
+
+def _seconds_per_step(step: Callable[[], None], iters: int, device: torch.device) -> float:
     _sync(device)
     started = time.perf_counter()
-    for _ in range(args.iters):
+    for _ in range(iters):
         step()
     _sync(device)
-    step_seconds = (time.perf_counter() - started) / args.iters
+    return (time.perf_counter() - started) / iters
 
-    # The attack's share: time each call of the PGD engine inside the methods (synchronised).
+
+def _attack_seconds_per_step(step: Callable[[], None], iters: int, device: torch.device) -> float:
+    """The attack's share: time each call of the PGD engine inside the methods (synchronised)."""
+    import wscat.methods as methods_pkg
+
     attack_seconds = [0.0]
     patched = []
     for name in dir(methods_pkg):
@@ -119,31 +131,50 @@ def measure(model_key: str, method_key: str, args: argparse.Namespace) -> dict[s
 
             module.pgd = timed
             patched.append((module, original))
-    for _ in range(args.iters):
+    for _ in range(iters):
         step()
     for module, original in patched:
         module.pgd = original
-    attack = attack_seconds[0] / args.iters
+    return attack_seconds[0] / iters
 
-    flops = None
+
+def _flops_per_step(step: Callable[[], None]) -> int | None:
     try:
         from torch.utils.flop_counter import FlopCounterMode
 
         counter = FlopCounterMode(display=False)
         with counter:
             step()
-        flops = counter.get_total_flops()
+        return counter.get_total_flops()
     except Exception:  # noqa: BLE001 - FLOP counting is informative only
-        flops = None
+        return None
+
+
+def _peak_flops_share(flops: int | None, step_seconds: float, device: torch.device,
+                      precision: str) -> float | None:
+    """Achieved FLOP/s over the GPU's dense peak (TF32 is half the bf16 peak); None on a CPU."""
+    if device.type != "cuda" or not flops:
+        return None
+    name = torch.cuda.get_device_name(0)
+    peak_flops = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+    if not peak_flops:
+        return None
+    peak_flops = peak_flops if precision == "bf16" else peak_flops / 2
+    return flops / step_seconds / peak_flops
+
+
+def measure(model_key: str, method_key: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Time `iters` training steps of one (model, method) after `warmup` steps."""
+    step, model, device = _step(model_key, method_key, args)
+    per_step = _forwards_per_step(model, step, args.warmup)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    step_seconds = _seconds_per_step(step, args.iters, device)
+    attack = _attack_seconds_per_step(step, args.iters, device)
+    flops = _flops_per_step(step)
     peak = (torch.cuda.max_memory_allocated(device) if device.type == "cuda"
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    share = None
-    if device.type == "cuda" and flops:
-        name = torch.cuda.get_device_name(0)
-        peak_flops = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
-        if peak_flops:
-            peak_flops = peak_flops if args.precision == "bf16" else peak_flops / 2
-            share = flops / step_seconds / peak_flops
+    share = _peak_flops_share(flops, step_seconds, device, args.precision)
     return {"model": model_key, "method": method_key, "batch": args.batch,
             "attack_steps": args.attack_steps, "precision": args.precision,
             "channels_last": args.channels_last, "compile": args.compile,

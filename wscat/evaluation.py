@@ -142,6 +142,33 @@ def _autoattack_manifest(result: AutoAttackResult, *, variant: str, eps: float,
             "robust_accuracy_after": {k: round(v, 4) for k, v in result.after.items()}, **named}
 
 
+def _white_box_manifest(*, eps: float, step_size: float, evaluation: Mapping[str, Any],
+                        seed: int, named: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Settings of the suite's own columns: Natural, FGSM, PGD and CW (on the same images)."""
+    return {
+        "Natural": dict(named),
+        "FGSM": {"library": "wscat", "eps": eps, "steps": 1, "step_size": eps,
+                 "random_start": False, "loss": "ce", **named},
+        "PGD": {"library": "wscat", "eps": eps, "steps": evaluation["pgd_steps"],
+                "step_size": step_size, "random_start": True, "restarts": 1, "loss": "ce",
+                "seed": seed, **named},
+        "CW": {"library": "wscat", "eps": eps, "steps": evaluation["cw_steps"],
+               "step_size": step_size, "random_start": True, "restarts": 1, "loss": "cw_margin",
+               "kappa": 0.0, "seed": seed, **named},
+    }
+
+
+def _nrf_manifest(*, eps: float, step_size: float, config: Mapping[str, Any], seed: int,
+                  found: dict[str, Any], named: dict[str, Any]) -> dict[str, Any]:
+    """Settings of the NRF column (`wscat.attacks.nrf`), with what its bottleneck found."""
+    return {"library": "wscat", "eps": eps, "steps": config["steps"], "step_size": step_size,
+            "random_start": True, "restarts": 1, "seed": seed,
+            "loss": "cw_margin, gradient boosted on non-robust channels",
+            "reference": "Kim, Lee & Ro, NeurIPS 2021 (information bottleneck)",
+            "ib_steps": config["ib_steps"], "ib_lr": config["ib_lr"],
+            "ib_beta": config["ib_beta"], "weight": config["weight"], **found, **named}
+
+
 def core_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float,
                step_size: float, evaluation: Mapping[str, Any], seed: int,
                test_set_size: int | None = None, shard_dir: Path | None = None) -> SuiteResult:
@@ -173,15 +200,8 @@ def core_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float
     per_image = {name: encode_flags(f[:n_aa]) for name, f in flags.items()}
     per_image["AA"] = encode_flags(torch.tensor(standard.robust, dtype=torch.bool))
     attacks: dict[str, dict[str, Any]] = {
-        "Natural": _named(n, total, subset_seed),
-        "FGSM": {"library": "wscat", "eps": eps, "steps": 1, "step_size": eps,
-                 "random_start": False, "loss": "ce", **_named(n, total, subset_seed)},
-        "PGD": {"library": "wscat", "eps": eps, "steps": evaluation["pgd_steps"],
-                "step_size": step_size, "random_start": True, "restarts": 1, "loss": "ce",
-                "seed": seed, **_named(n, total, subset_seed)},
-        "CW": {"library": "wscat", "eps": eps, "steps": evaluation["cw_steps"],
-               "step_size": step_size, "random_start": True, "restarts": 1, "loss": "cw_margin",
-               "kappa": 0.0, "seed": seed, **_named(n, total, subset_seed)},
+        **_white_box_manifest(eps=eps, step_size=step_size, evaluation=evaluation, seed=seed,
+                              named=_named(n, total, subset_seed)),
         "AA": _autoattack_manifest(standard, variant="standard", eps=eps, aa=aa,
                                    named=_named(n_aa, total, subset_seed)),
         "Mean": {"of": list(ATTACKS), "kind": "harmonic"},
@@ -221,13 +241,8 @@ def extra_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, core: Sui
                                             named=_named(n_aa, total, subset_seed)),
                      "note": ("the paper's released evaluation: 10 iterations, n_classes - 1 "
                               "targets; weaker than the standard AutoAttack (column AA)")},
-        "NRF": {"library": "wscat", "eps": eps, "steps": nrf_config["steps"],
-                "step_size": step_size, "random_start": True, "restarts": 1, "seed": seed,
-                "loss": "cw_margin, gradient boosted on non-robust channels",
-                "reference": "Kim, Lee & Ro, NeurIPS 2021 (information bottleneck)",
-                "ib_steps": nrf_config["ib_steps"], "ib_lr": nrf_config["ib_lr"],
-                "ib_beta": nrf_config["ib_beta"], "weight": nrf_config["weight"], **found,
-                **_named(n_nrf, total, subset_seed)},
+        "NRF": _nrf_manifest(eps=eps, step_size=step_size, config=nrf_config, seed=seed,
+                             found=found, named=_named(n_nrf, total, subset_seed)),
     }
     return SuiteResult(accuracy=acc, attacks=attacks, checks=checks,
                        autoattack_warnings={"AA-paper": paper.warnings}, per_image={})

@@ -57,18 +57,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *,
-                 name: str | None = None) -> dict[str, Any]:
-    """Write `out` (the JSON entry) and `out` with suffix .pt (the state dict); return the entry.
-
-    `metrics` must be the metrics file of this checkpoint's run (same dataset, model, method and
-    seed), as `wscat evaluate` wrote it.
-    """
-    checkpoint, metrics, out = Path(checkpoint), Path(metrics), Path(out)
-    if out.suffix != ".json":
-        raise ValueError(f"--out must name a .json file (the state dict goes beside it), not {out}")
-    state = load_checkpoint(checkpoint)
-    meta = state["meta"]
+def _read_metrics(metrics: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """The metrics file of the checkpoint's run (same dataset, model, method and seed)."""
     if not metrics.is_file():
         raise FileNotFoundError(f"metrics file not found: {metrics} (run `wscat evaluate` first)")
     try:
@@ -82,6 +72,43 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
     if measured != run:
         raise ValueError(f"{metrics} is the evaluation of {'/'.join(map(str, measured))}, not of "
                          f"the checkpoint's run {'/'.join(map(str, run))}")
+    return result
+
+
+def _rebuild(meta: dict[str, Any], state: dict[str, Any], accuracy: dict[str, float],
+             manifest: dict[str, Any]) -> dict[str, Any]:
+    """The entry's `wscat` block: what `load_exported` needs to rebuild the model, and the
+    evaluation it came with."""
+    return {
+        "format": FORMAT,
+        "method": meta["method"],
+        "seed": meta["seed"],
+        "model": meta["model"],
+        "model_spec": meta["model_spec"],
+        "in_channels": meta["in_channels"],
+        "num_classes": meta["num_classes"],
+        "mean": meta["mean"],
+        "std": meta["std"],
+        "input_range": [0.0, 1.0],  # the model normalises inside
+        "checkpoint_epoch": state.get("epoch"),
+        "accuracy": accuracy,
+        "manifest": manifest,
+    }
+
+
+def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *,
+                 name: str | None = None) -> dict[str, Any]:
+    """Write `out` (the JSON entry) and `out` with suffix .pt (the state dict); return the entry.
+
+    `metrics` must be the metrics file of this checkpoint's run (same dataset, model, method and
+    seed), as `wscat evaluate` wrote it.
+    """
+    checkpoint, metrics, out = Path(checkpoint), Path(metrics), Path(out)
+    if out.suffix != ".json":
+        raise ValueError(f"--out must name a .json file (the state dict goes beside it), not {out}")
+    state = load_checkpoint(checkpoint)
+    meta = state["meta"]
+    result = _read_metrics(metrics, meta)
     accuracy, manifest = result["accuracy"], result["manifest"]
     name = name or f"{meta['method']}-{meta['dataset']}-{meta['model']}-seed{meta['seed']}"
     weights = out.with_suffix(".pt")
@@ -103,21 +130,7 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
                      f"the other attacks on {manifest['n_examples']}."),
         "state_dict": weights.name,
         "state_dict_sha256": _sha256(weights),
-        "wscat": {
-            "format": FORMAT,
-            "method": meta["method"],
-            "seed": meta["seed"],
-            "model": meta["model"],
-            "model_spec": meta["model_spec"],
-            "in_channels": meta["in_channels"],
-            "num_classes": meta["num_classes"],
-            "mean": meta["mean"],
-            "std": meta["std"],
-            "input_range": [0.0, 1.0],  # the model normalises inside
-            "checkpoint_epoch": state.get("epoch"),
-            "accuracy": accuracy,
-            "manifest": manifest,
-        },
+        "wscat": _rebuild(meta, state, accuracy, manifest),
     }
     write_json(out, entry)
     for path in (weights, out):  # files to share: readable by others, as a plain copy would be

@@ -54,6 +54,32 @@ def _load(path: Path, key: str) -> ShardResult | None:
                        warnings=data["warnings"])
 
 
+def _shard_key(model_digest: str, x: torch.Tensor, y: torch.Tensor, *, variant: Variant,
+               config: dict[str, Any], eps: float, seed: int, batch_size: int) -> str:
+    """What a finished shard's file must match to be reused."""
+    return hashlib.sha256(json.dumps({
+        "model": model_digest, "inputs": _digest(x, y), "variant": variant,
+        "settings": config, "eps": eps, "seed": seed, "batch_size": batch_size,
+        "device": x.device.type, "pyautoattack": autoattack.library_version(),
+        "torch": torch.__version__}, sort_keys=True).encode()).hexdigest()
+
+
+def _combine(results: list[ShardResult], config: dict[str, Any], n_examples: int
+             ) -> AutoAttackResult:
+    """The shards' counts as accuracies over all `n_examples`."""
+    n = max(n_examples, 1)
+    clean = sum(r.clean for r in results)
+    after, left = {}, clean
+    for attack in config["order"]:
+        left -= sum(r.flipped.get(attack, 0) for r in results)
+        after[attack] = 100.0 * left / n
+    return AutoAttackResult(
+        accuracy=100.0 * sum(sum(r.robust) for r in results) / n, clean=100.0 * clean / n,
+        after=after, warnings=list(dict.fromkeys(w for r in results for w in r.warnings)),
+        settings=config, n_examples=n_examples, n_shards=len(results),
+        robust=[bool(flag) for r in results for flag in r.robust])
+
+
 def autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, variant: Variant,
                         eps: float, seed: int, batch_size: int, shard_size: int,
                         shard_dir: Path | None = None) -> AutoAttackResult:
@@ -71,11 +97,8 @@ def autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, v
     starts = range(0, len(x), shard_size)
     for number, start in enumerate(starts):
         part = slice(start, min(start + shard_size, len(x)))
-        key = hashlib.sha256(json.dumps({
-            "model": model_digest, "inputs": _digest(x[part], y[part]), "variant": variant,
-            "settings": config, "eps": eps, "seed": seed, "batch_size": batch_size,
-            "device": x.device.type, "pyautoattack": autoattack.library_version(),
-            "torch": torch.__version__}, sort_keys=True).encode()).hexdigest()
+        key = _shard_key(model_digest, x[part], y[part], variant=variant, config=config, eps=eps,
+                         seed=seed, batch_size=batch_size)
         path = None if shard_dir is None else shard_dir / f"aa-{variant}-{number:05d}.json"
         result = _load(path, key) if path is not None else None
         if result is None:
@@ -88,14 +111,4 @@ def autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, v
             status = "resumed from disk"
         print(f"AutoAttack {variant}: shard {number + 1}/{len(starts)} {status}", file=sys.stderr)
         results.append(result)
-    n = max(len(x), 1)
-    clean = sum(r.clean for r in results)
-    after, left = {}, clean
-    for attack in config["order"]:
-        left -= sum(r.flipped.get(attack, 0) for r in results)
-        after[attack] = 100.0 * left / n
-    return AutoAttackResult(
-        accuracy=100.0 * sum(sum(r.robust) for r in results) / n, clean=100.0 * clean / n,
-        after=after, warnings=list(dict.fromkeys(w for r in results for w in r.warnings)),
-        settings=config, n_examples=len(x), n_shards=len(results),
-        robust=[bool(flag) for r in results for flag in r.robust])
+    return _combine(results, config, len(x))

@@ -34,6 +34,21 @@ def _per_class(labels: np.ndarray, pool: np.ndarray, per_class: int, rng: np.ran
     return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
 
 
+def _pool_and_test(dataset: str, labels: np.ndarray, *, train_size: int | None,
+                   test_fraction: float | None, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The training pool and the test set: the official split, or a fixed stratified fraction."""
+    everything = np.arange(len(labels))
+    if train_size is not None:
+        if not 0 < train_size <= len(labels):
+            raise ValueError(f"train_size = {train_size} but the dataset has {len(labels)} samples")
+        return everything[:train_size], everything[train_size:]
+    if test_fraction is None:
+        raise ValueError(f"{dataset} has no official test split; set datasets.{dataset}."
+                         "test_fraction in params.yaml")
+    test = _per_class_fraction(labels, everything, test_fraction, num_classes)
+    return np.setdiff1d(everything, test), test
+
+
 def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
                test_fraction: float | None, labelled: int | None, val_fraction: float,
                val_max: int, train_size: int | None = None,
@@ -46,17 +61,8 @@ def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
     tab-sup); `unlabelled_fraction` keeps a random part of the unlabelled pool (Fig-unlabel).
     """
     labels = np.asarray(labels)
-    everything = np.arange(len(labels))
-    if train_size is not None:
-        if not 0 < train_size <= len(labels):
-            raise ValueError(f"train_size = {train_size} but the dataset has {len(labels)} samples")
-        pool, test = everything[:train_size], everything[train_size:]
-    elif test_fraction is None:
-        raise ValueError(f"{dataset} has no official test split; set datasets.{dataset}."
-                         "test_fraction in params.yaml")
-    else:
-        test = _per_class_fraction(labels, everything, test_fraction, num_classes)
-        pool = np.setdiff1d(everything, test)
+    pool, test = _pool_and_test(dataset, labels, train_size=train_size,
+                                test_fraction=test_fraction, num_classes=num_classes)
     if labelled is None:
         return _fully_labelled(dataset, labels, pool, test, seed=seed, val_fraction=val_fraction,
                                val_max=val_max, num_classes=num_classes)

@@ -243,6 +243,28 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
                            notes=[latex_escape(note) for note in notes])
 
 
+def _long_csv(summary: pd.DataFrame, *, experiment: str, dataset: str, model: str,
+              display_names: Mapping[str, str], order: Sequence[str]) -> str:
+    """The long .csv (as reported.csv, plus n_seeds), metrics in the order of the table."""
+    long = summary.assign(table=experiment, dataset=dataset, model=model,
+                          method=summary["method"].map(display_names),
+                          mean=summary["mean"].round(2), std=summary["std"].round(2))
+    long = long.sort_values("metric", key=lambda metric: metric.map(order.index), kind="stable")
+    return long[["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]].to_csv(
+        index=False, float_format="%.2f", lineterminator="\n")
+
+
+def _paired_comparison(runs: list[tuple[Path, dict]], methods: Sequence[str],
+                       adversarial: set[str]) -> pd.DataFrame:
+    """The paired bootstrap of every other AT method against WSCAT (empty without WSCAT)."""
+    from wscat.report import paired
+
+    others = [m for m in methods if m in adversarial and m != paired.REFERENCE]
+    shown = [d for _, d in runs if d["method"] in methods]
+    return (paired.paired_bootstrap(paired.correctness(shown), others)
+            if paired.REFERENCE in methods else pd.DataFrame(columns=paired.COLUMNS))
+
+
 def write_table(*, experiment: str, dataset: str, model: str, metrics_files: list[Path],
                 methods: list[str], display_names: Mapping[str, str], adversarial: Iterable[str],
                 tex_path: Path, csv_path: Path, summary_path: Path,
@@ -254,7 +276,7 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
 
     Everything is read and rendered before the first file is written, so a failure writes nothing.
     """
-    from wscat.report import markdown, paired
+    from wscat.report import markdown
 
     adversarial = set(adversarial)
     if not metrics_files:
@@ -271,22 +293,14 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     tex = render_tex(summary, methods=methods, display_names=display_names, adversarial=adversarial,
                      caption=caption, label=f"Tab-RQ1-{experiment}",
                      notes=[*notes, *frame.attrs["notes"]])
-    long = summary.assign(table=experiment, dataset=dataset, model=model,
-                          method=summary["method"].map(display_names),
-                          mean=summary["mean"].round(2), std=summary["std"].round(2))
-    order = frame.attrs["metrics"]
-    long = long.sort_values("metric", key=lambda metric: metric.map(order.index), kind="stable")
-    csv = long[["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]].to_csv(
-        index=False, float_format="%.2f", lineterminator="\n")
+    csv = _long_csv(summary, experiment=experiment, dataset=dataset, model=model,
+                    display_names=display_names, order=frame.attrs["metrics"])
     means: dict[str, dict[str, float]] = {method: {} for method in methods}
     for row in summary.itertuples():
         means[row.method][row.metric] = round(float(row.mean), 4)
     outputs = {tex_path: tex, csv_path: csv}
     if md_path or paired_csv_path or paired_tex_path:
-        others = [m for m in methods if m in adversarial and m != paired.REFERENCE]
-        shown = [d for _, d in runs if d["method"] in methods]
-        comparison = (paired.paired_bootstrap(paired.correctness(shown), others)
-                      if paired.REFERENCE in methods else pd.DataFrame(columns=paired.COLUMNS))
+        comparison = _paired_comparison(runs, methods, adversarial)
         if md_path:
             outputs[md_path] = "\n".join(filter(None, [
                 markdown.table_markdown(summary, methods=methods, display_names=display_names,

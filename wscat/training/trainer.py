@@ -3,19 +3,16 @@
 Randomness is drawn from a generator seeded by (seed, epoch), so a run killed after epoch k and
 resumed from its last checkpoint continues bit for bit as if it had never stopped.
 
-Per-epoch metrics go to train_log.csv and to DVCLive (out_dir/dvclive/), whose files
-`dvc plots show` and `dvc plots diff` render as learning curves.
+Per-epoch metrics go to train_log.csv and to DVCLive curves (`wscat.training.log`).
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +24,14 @@ from wscat.config import RunConfig
 from wscat.data import augment, iterations_per_epoch, sample_batch_indices
 from wscat.data.sampler import labelled_per_batch
 from wscat.evaluation import accuracy, harmonic_mean
-from wscat.io import atomic_path, write_text
+from wscat.io import atomic_path
 from wscat.methods import Batch, Method, StepContext, build_method
 from wscat.models import build_model
 from wscat.training.ema import make_ema, update_ema
+from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.schedule import make_scheduler
 from wscat.training.speed import (Precision, autocast, configure_backend, prepare_model,
                                   to_unit)
-
-# Columns of a history row that are not curves: the step itself and wall-clock time (which
-# differs between two otherwise identical runs).
-NOT_CURVES = ("epoch", "seconds")
 
 
 @dataclass
@@ -91,45 +85,6 @@ def _validate(ema: torch.nn.Module, data: TrainingData, run: RunConfig) -> dict[
     return scores
 
 
-def _write_log(path: Path, history: list[dict[str, Any]]) -> None:
-    buffer = io.StringIO()
-    keys = list(dict.fromkeys(k for row in history for k in row))
-    writer = csv.DictWriter(buffer, fieldnames=keys)
-    writer.writeheader()
-    writer.writerows(history)
-    write_text(path, buffer.getvalue())
-
-
-def _open_curves(directory: Path, history: list[dict[str, Any]]):
-    """A DVCLive logger on `directory`, holding exactly the epochs in `history`.
-
-    The directory is rebuilt from the checkpoint's history rather than resumed from its own
-    files: a run killed between logging an epoch and checkpointing it would otherwise log that
-    epoch twice, and Snakemake deletes a job's outputs before it reruns it.
-    """
-    from dvclive import Live
-
-    class Curves(Live):
-        # DVC tracks these files through dvc.yaml's stages; DVCLive's own experiment
-        # bookkeeping (and its `dvc init` of a git repository that has no DVC) stays off.
-        def _init_dvc(self) -> None:
-            self._dvc_repo = None
-
-    live = Curves(str(directory), resume=False, save_dvc_exp=False, dvcyaml=False)
-    for row in history:
-        _log_epoch(live, row)
-    return live
-
-
-def _log_epoch(live: Any, row: dict[str, Any]) -> None:
-    """One history row as DVCLive step `epoch` (1-based, like train_log.csv)."""
-    live.step = row["epoch"]
-    for name, value in row.items():
-        if name not in NOT_CURVES:
-            live.log_metric(name, value)
-    live.make_summary()
-
-
 def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Module,
                optimizer: torch.optim.Optimizer, ema: torch.nn.Module, batch: Batch,
                ctx: StepContext, *, precision: Precision, ema_decay: float
@@ -148,16 +103,71 @@ def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Modu
     return loss.detach(), stats
 
 
-def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
-          device: torch.device | str = "cpu", meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Train `run.method`; write best.pt, last.pt and train_log.csv into `out_dir`.
+@dataclass
+class _Training:
+    """What a run trains (classifier, method, optimiser, schedule, EMA) and the meta its
+    checkpoints carry; `epoch`, `best` and `history` say where it stands."""
 
-    While training, the last and best checkpoints live in out_dir/resume/; a rerun of the same
-    configuration resumes from there. Returns the final summary (best epoch and score).
-    """
-    out_dir, device = Path(out_dir), torch.device(device)
-    resume_dir = out_dir / "resume"
-    cfg, threat = run.training, run.data
+    model: torch.nn.Module
+    method: Method
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    ema: torch.nn.Module
+    meta: dict[str, Any]
+    epoch: int = 0  # the first epoch still to train
+    best: dict[str, Any] = field(default_factory=lambda: {"score": float("-inf"), "epoch": -1})
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Pool:
+    """The training tensors on the device (uint8 for the big datasets: 4x less memory); a batch
+    is gathered and converted there, so the inner loop never waits on the host."""
+
+    labelled_x: torch.Tensor
+    labelled_y: torch.Tensor
+    unlabelled_x: torch.Tensor
+    unlabelled_y: torch.Tensor
+    device: torch.device
+    iterations: int
+    labelled_per_batch: int
+
+    def draw(self, batch_size: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """An epoch's (labelled, unlabelled) batch indices, one row per iteration, on the device."""
+        batches = sample_batch_indices(len(self.labelled_x), len(self.unlabelled_x),
+                                       iterations=self.iterations, batch_size=batch_size,
+                                       n_labelled_per_batch=self.labelled_per_batch,
+                                       generator=generator)
+        labelled = torch.stack([li for li, _ in batches]).to(self.device)  # one copy an epoch
+        return labelled, torch.stack([ui for _, ui in batches]).to(self.device)
+
+    def batch(self, li: torch.Tensor, ui: torch.Tensor, channels_last: bool
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Images in [0,1] (training memory format) and labels (unlabelled: pseudo-label or -1)."""
+        if len(self.unlabelled_x):
+            x = torch.cat([self.labelled_x[li], self.unlabelled_x[ui]])
+            y = torch.cat([self.labelled_y[li], self.unlabelled_y[ui]])
+        else:
+            x, y = self.labelled_x[li], self.labelled_y[li]
+        return to_unit(x, channels_last), y
+
+
+def _pool(data: TrainingData, cfg: dict[str, Any], device: torch.device) -> _Pool:
+    """`data` on `device`; its validation set is moved there too, in [0,1]."""
+    x_l, y_l = data.labelled_x.to(device), data.labelled_y.to(device)
+    x_u, y_u = data.unlabelled_x.to(device), data.unlabelled_y.to(device)
+    data.validation_x = to_unit(data.validation_x.to(device))
+    data.validation_y = data.validation_y.to(device)
+    n_lpb = labelled_per_batch(len(x_l), len(x_u), cfg["batch_size"],
+                               data.labelled_per_batch or cfg["labelled_per_batch"])
+    return _Pool(x_l, y_l, x_u, y_u, device, iterations_per_epoch(data.n_train, cfg["batch_size"]),
+                 n_lpb)
+
+
+def _build(run: RunConfig, data: TrainingData, device: torch.device,
+           meta: dict[str, Any] | None) -> _Training:
+    """The classifier and the method (seeded by run.seed), SGD + Nesterov, the schedule, the EMA."""
+    cfg = run.training
     configure_backend(device, deterministic=cfg["deterministic"])
     torch.manual_seed(run.seed)
     in_channels = data.labelled_x.shape[1]
@@ -171,109 +181,143 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
                                 nesterov=cfg["nesterov"], weight_decay=cfg["weight_decay"])
     scheduler = make_scheduler(optimizer, cfg["epochs"], cfg["warmup_fraction"])
     ema = make_ema(model)
-    fingerprint = _fingerprint(run, data)
     meta = {**(meta or {}), "model": run.model, "model_spec": dict(run.model_spec),
             "in_channels": in_channels,
             "num_classes": data.num_classes, "mean": list(data.mean), "std": list(data.std),
             "dataset": run.dataset, "method": run.method, "seed": run.seed,
-            "fingerprint": fingerprint}
-    start_epoch, best, history = 0, {"score": float("-inf"), "epoch": -1}, []
+            "fingerprint": _fingerprint(run, data)}
+    return _Training(model, method, optimizer, scheduler, ema, meta)
 
-    if (resume_dir / "last.pt").is_file():
-        state = load_checkpoint(resume_dir / "last.pt", map_location=device)
-        if state["meta"]["fingerprint"] == fingerprint:
-            model.load_state_dict(state["model"])
-            ema.load_state_dict(state["ema"])
-            method.load_state_dict(state["method"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-            start_epoch, best, history = state["epoch"] + 1, state["best"], state["history"]
-            print(f"resuming {run.method} seed {run.seed} from epoch {start_epoch}", file=sys.stderr)
-        else:
-            print("ignoring resume/last.pt: it was made with other params", file=sys.stderr)
-    curves = _open_curves(out_dir / "dvclive", history)
 
-    # Data lives on the training device (uint8 for the big datasets: 4x less memory); a batch is
-    # gathered and converted there, so the inner loop never waits on the host.
-    x_l, y_l = data.labelled_x.to(device), data.labelled_y.to(device)
-    x_u, y_u = data.unlabelled_x.to(device), data.unlabelled_y.to(device)
-    data.validation_x = to_unit(data.validation_x.to(device))
-    data.validation_y = data.validation_y.to(device)
-    n_l, n_u = len(x_l), len(x_u)
-    iterations = iterations_per_epoch(data.n_train, cfg["batch_size"])
-    n_lpb = labelled_per_batch(n_l, n_u, cfg["batch_size"],
-                               data.labelled_per_batch or cfg["labelled_per_batch"])
-    aug = run.data["augment"]
-    step_model = prepare_model(model, channels_last=cfg["channels_last"], compile=cfg["compile"])
-    bar = tqdm(range(start_epoch, cfg["epochs"]), desc=f"{run.method} seed {run.seed}",
-               initial=start_epoch, total=cfg["epochs"], disable=not sys.stderr.isatty())
+def _resume(training: _Training, resume_dir: Path, run: RunConfig, device: torch.device) -> None:
+    """Continue from resume/last.pt when the same params made it; otherwise start afresh."""
+    if not (resume_dir / "last.pt").is_file():
+        return
+    state = load_checkpoint(resume_dir / "last.pt", map_location=device)
+    if state["meta"]["fingerprint"] != training.meta["fingerprint"]:
+        print("ignoring resume/last.pt: it was made with other params", file=sys.stderr)
+        return
+    training.model.load_state_dict(state["model"])
+    training.ema.load_state_dict(state["ema"])
+    training.method.load_state_dict(state["method"])
+    training.optimizer.load_state_dict(state["optimizer"])
+    training.scheduler.load_state_dict(state["scheduler"])
+    training.epoch, training.best = state["epoch"] + 1, state["best"]
+    training.history = state["history"]
+    print(f"resuming {run.method} seed {run.seed} from epoch {training.epoch}", file=sys.stderr)
 
-    for epoch in bar:
-        started = time.perf_counter()
-        generator = _epoch_generator(run.seed, epoch)
-        # Augmentation and attack noise are drawn on the device (CPU: the same generator).
-        step_generator = generator if device.type == "cpu" else torch.Generator(
-            device=device).manual_seed(run.seed * 1_000_003 + epoch)
-        model.train()
-        method.train()
-        totals: dict[str, torch.Tensor] = {}
-        batches = sample_batch_indices(n_l, n_u, iterations=iterations,
-                                       batch_size=cfg["batch_size"], n_labelled_per_batch=n_lpb,
-                                       generator=generator)
-        labelled_idx = torch.stack([li for li, _ in batches]).to(device)  # one copy an epoch
-        unlabelled_idx = torch.stack([ui for _, ui in batches]).to(device)
-        for it in range(iterations):
-            li, ui = labelled_idx[it], unlabelled_idx[it]
-            x_raw = torch.cat([x_l[li], x_u[ui]]) if n_u else x_l[li]
-            labels = torch.cat([y_l[li], y_u[ui]]) if n_u else y_l[li]
-            x_raw = to_unit(x_raw, cfg["channels_last"])
 
-            def view(x: torch.Tensor) -> torch.Tensor:
-                return to_unit(augment(x, **aug, generator=step_generator), cfg["channels_last"])
+def _ema_decay(method: Method, progress: float, step: int, cfg: dict[str, Any]) -> float:
+    """The EMA decay of update `step` (0-based, over the whole run) at `progress` epochs."""
+    decay = method.ema_decay(progress)
+    if decay is None:  # the released code: copy during the warm-up, then average
+        return 0.0 if progress < cfg["ema_warmup_epochs"] else cfg["ema_decay"]
+    return min(decay, 1.0 - 1.0 / (step + 1))  # Mean Teacher: a true average of the steps so far
 
-            progress = epoch + it / iterations
-            ctx = StepContext(eps=threat["eps"], step_size=threat["train_step_size"],
-                              steps=threat["train_steps"], generator=step_generator,
-                              ema_model=ema, progress=progress, augment=view)
-            decay = method.ema_decay(progress)
-            if decay is None:  # the released code: copy during the warm-up, then average
-                decay = 0.0 if progress < cfg["ema_warmup_epochs"] else cfg["ema_decay"]
-            else:  # Mean Teacher's own warm-up: a true average of the steps so far
-                decay = min(decay, 1.0 - 1.0 / (epoch * iterations + it + 1))
-            loss, stats = train_step(method, step_model, model, optimizer, ema,
-                                     Batch(view(x_raw), x_raw, labels), ctx,
-                                     precision=cfg["precision"], ema_decay=decay)
-            for key, value in {"loss": loss, **stats}.items():
-                totals[key] = totals.get(key, 0.0) + value.float()
-        row: dict[str, Any] = {"epoch": epoch + 1, "lr": optimizer.param_groups[0]["lr"]}
-        row.update({k: round(float(v) / iterations, 6) for k, v in totals.items()})
-        scheduler.step()
-        last_epoch = epoch + 1 == cfg["epochs"]
-        if (epoch + 1) % cfg["val_every"] == 0 or last_epoch:
-            row.update({k: round(v, 4) for k, v in _validate(ema, data, run).items()})
-            score = float(epoch) if run.method_params["selection"] == "last" else row["score"]
-            if score >= best["score"]:  # ties go to the later, better-settled epoch
-                best = {"score": score, "epoch": epoch + 1}
-                save_checkpoint(resume_dir / "best.pt", {"ema": ema.state_dict(), "epoch": epoch + 1,
-                                                         "method": method.state_dict(),
-                                                         "best": best, "meta": meta})
-        row["seconds"] = round(time.perf_counter() - started, 3)
-        history.append(row)
-        _log_epoch(curves, row)
-        save_checkpoint(resume_dir / "last.pt", {
-            "model": model.state_dict(), "ema": ema.state_dict(), "method": method.state_dict(),
-            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "epoch": epoch, "best": best, "history": history, "meta": meta})
-        message = " ".join(f"{k}={v}" for k, v in row.items())
-        if bar.disable:
-            print(message, file=sys.stderr, flush=True)
-        else:
-            bar.set_postfix_str(message[:120])
 
+def _one_epoch(training: _Training, step_model: torch.nn.Module, pool: _Pool, run: RunConfig,
+               epoch: int) -> dict[str, Any]:
+    """Epoch `epoch`'s updates, every draw from the (seed, epoch) generator, then the schedule's
+    step; returns the epoch's history row (learning rate, mean losses)."""
+    cfg, threat, iterations = run.training, run.data, pool.iterations
+    generator = _epoch_generator(run.seed, epoch)
+    # Augmentation and attack noise are drawn on the device (CPU: the same generator).
+    step_generator = generator if pool.device.type == "cpu" else torch.Generator(
+        device=pool.device).manual_seed(run.seed * 1_000_003 + epoch)
+    training.model.train()
+    training.method.train()
+    totals: dict[str, torch.Tensor] = {}
+    labelled_idx, unlabelled_idx = pool.draw(cfg["batch_size"], generator)
+
+    def view(x: torch.Tensor) -> torch.Tensor:
+        return to_unit(augment(x, **threat["augment"], generator=step_generator),
+                       cfg["channels_last"])
+
+    for it in range(iterations):
+        x_raw, labels = pool.batch(labelled_idx[it], unlabelled_idx[it], cfg["channels_last"])
+        progress = epoch + it / iterations
+        ctx = StepContext(eps=threat["eps"], step_size=threat["train_step_size"],
+                          steps=threat["train_steps"], generator=step_generator,
+                          ema_model=training.ema, progress=progress, augment=view)
+        decay = _ema_decay(training.method, progress, epoch * iterations + it, cfg)
+        loss, stats = train_step(training.method, step_model, training.model, training.optimizer,
+                                 training.ema, Batch(view(x_raw), x_raw, labels), ctx,
+                                 precision=cfg["precision"], ema_decay=decay)
+        for key, value in {"loss": loss, **stats}.items():
+            totals[key] = totals.get(key, 0.0) + value.float()
+    row: dict[str, Any] = {"epoch": epoch + 1, "lr": training.optimizer.param_groups[0]["lr"]}
+    row.update({k: round(float(v) / iterations, 6) for k, v in totals.items()})
+    training.scheduler.step()
+    return row
+
+
+def _select_and_save(training: _Training, row: dict[str, Any], run: RunConfig,
+                     data: TrainingData, *, resume_dir: Path, curves: Any, started: float) -> None:
+    """Validate the EMA every val_every epochs and after the last; keep the best epoch under the
+    method's selection criterion in resume/best.pt; log the row; checkpoint resume/last.pt."""
+    cfg, epoch = run.training, row["epoch"] - 1
+    last_epoch = epoch + 1 == cfg["epochs"]
+    if (epoch + 1) % cfg["val_every"] == 0 or last_epoch:
+        row.update({k: round(v, 4) for k, v in _validate(training.ema, data, run).items()})
+        score = float(epoch) if run.method_params["selection"] == "last" else row["score"]
+        if score >= training.best["score"]:  # ties go to the later, better-settled epoch
+            training.best = {"score": score, "epoch": epoch + 1}
+            save_checkpoint(resume_dir / "best.pt", {
+                "ema": training.ema.state_dict(), "epoch": epoch + 1,
+                "method": training.method.state_dict(), "best": training.best,
+                "meta": training.meta})
+    row["seconds"] = round(time.perf_counter() - started, 3)
+    training.history.append(row)
+    log_epoch(curves, row)
+    save_checkpoint(resume_dir / "last.pt", {
+        "model": training.model.state_dict(), "ema": training.ema.state_dict(),
+        "method": training.method.state_dict(), "optimizer": training.optimizer.state_dict(),
+        "scheduler": training.scheduler.state_dict(), "epoch": epoch, "best": training.best,
+        "history": training.history, "meta": training.meta})
+
+
+def _show(bar: Any, row: dict[str, Any]) -> None:
+    """An epoch's row on the progress bar, or as a log line when stderr is not a terminal."""
+    message = " ".join(f"{k}={v}" for k, v in row.items())
+    if bar.disable:
+        print(message, file=sys.stderr, flush=True)
+    else:
+        bar.set_postfix_str(message[:120])
+
+
+def _finish(out_dir: Path, resume_dir: Path, history: list[dict[str, Any]]) -> None:
+    """train_log.csv, and best.pt and last.pt copied out of resume/, which then goes."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    _write_log(out_dir / "train_log.csv", history)
+    write_log(out_dir / "train_log.csv", history)
     for name in ("best.pt", "last.pt"):  # a full disk here leaves resume/ for the rerun
         with atomic_path(out_dir / name) as tmp:
             shutil.copyfile(resume_dir / name, tmp)
     shutil.rmtree(resume_dir)
-    return {"best_epoch": best["epoch"], "best_score": best["score"], "epochs": cfg["epochs"]}
+
+
+def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
+          device: torch.device | str = "cpu", meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train `run.method`; write best.pt, last.pt and train_log.csv into `out_dir`.
+
+    While training, the last and best checkpoints live in out_dir/resume/; a rerun of the same
+    configuration resumes from there. Returns the final summary (best epoch and score).
+    """
+    out_dir, device = Path(out_dir), torch.device(device)
+    resume_dir, cfg = out_dir / "resume", run.training
+    training = _build(run, data, device, meta)
+    _resume(training, resume_dir, run, device)
+    curves = open_curves(out_dir / "dvclive", training.history)
+    pool = _pool(data, cfg, device)
+    step_model = prepare_model(training.model, channels_last=cfg["channels_last"],
+                               compile=cfg["compile"])
+    bar = tqdm(range(training.epoch, cfg["epochs"]), desc=f"{run.method} seed {run.seed}",
+               initial=training.epoch, total=cfg["epochs"], disable=not sys.stderr.isatty())
+    for epoch in bar:
+        started = time.perf_counter()
+        row = _one_epoch(training, step_model, pool, run, epoch)
+        _select_and_save(training, row, run, data, resume_dir=resume_dir, curves=curves,
+                         started=started)
+        _show(bar, row)
+    _finish(out_dir, resume_dir, training.history)
+    return {"best_epoch": training.best["epoch"], "best_score": training.best["score"],
+            "epochs": cfg["epochs"]}
