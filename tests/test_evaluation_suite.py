@@ -16,7 +16,7 @@ from wscat.data import load_dataset
 from wscat.evaluation import accuracy, attack_suite, stratified_order
 from wscat.inference import load_model
 from wscat.steps import split as split_step, train as train_step
-from wscat.training.speed import to_unit
+from wscat.data import to_unit
 
 EPS, STEP = 0.15, 0.01875  # digits' threat model (params.yaml)
 

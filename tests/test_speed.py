@@ -11,7 +11,8 @@ import torch
 from wscat.methods import Batch, StepContext, build_method
 from wscat.models import build_model
 from wscat.training.ema import make_ema
-from wscat.training.speed import configure_backend, prepare_model, to_unit
+from wscat.data import to_unit
+from wscat.training.speed import configure_backend, prepare_model
 from wscat.training.trainer import train_step
 
 WSCAT = {"objective": "wscat", "data": "pseudo", "labeler": "mt", "selection": "cw", "lam": 5.0,

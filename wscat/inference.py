@@ -10,7 +10,7 @@ import torch
 
 from wscat.checkpoint import CheckpointError, check_model, load_checkpoint, load_weights, model_spec
 from wscat.models import build_model
-from wscat.training.speed import to_unit
+from wscat.data import to_unit
 
 
 def load_model(checkpoint: Path, device: torch.device, *, model: str | None = None,

@@ -19,7 +19,8 @@ from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite
 from wscat.inference import load_model
 from wscat.io import check_writable, write_json
 from wscat.provenance import versions
-from wscat.training.speed import autocast, configure_backend, to_unit
+from wscat.data import to_unit
+from wscat.training.speed import autocast, configure_backend
 
 PARTS = ("all", "core", "extra")
 

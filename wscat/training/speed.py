@@ -15,8 +15,6 @@ from typing import Literal
 import torch
 from torch import nn
 
-from wscat.data import to_unit  # noqa: F401 - re-exported: the trainer's import
-
 Precision = Literal["fp32", "bf16"]
 
 

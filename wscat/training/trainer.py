@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from wscat.checkpoint import load_checkpoint, save_checkpoint
 from wscat.config import RunConfig
-from wscat.data import augment, iterations_per_epoch, sample_batch_indices
+from wscat.data import augment, iterations_per_epoch, sample_batch_indices, to_unit
 from wscat.data.sampler import labelled_per_batch
 from wscat.evaluation import accuracy, harmonic_mean
 from wscat.io import atomic_path
@@ -30,8 +30,7 @@ from wscat.models import build_model
 from wscat.training.ema import make_ema, update_ema
 from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.schedule import make_scheduler
-from wscat.training.speed import (Precision, autocast, configure_backend, prepare_model,
-                                  to_unit)
+from wscat.training.speed import Precision, autocast, configure_backend, prepare_model
 
 
 @dataclass
