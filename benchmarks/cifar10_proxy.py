@@ -1,4 +1,4 @@
-"""The CIFAR-10 proxy for one seed in one GPU call (README, "CIFAR-10 proxy").
+"""The CIFAR-10 proxy for one seed in one GPU call (docs/paper-scale.md, "CIFAR-10 proxy").
 
 The same `wscat` steps the Snakemake rules run for `results/tables/cifar10-proxy.tex` and
 `results/paper/cifar10-proxy/`: split -> Mean Teacher and Standard (the labelers) -> pseudo-labels

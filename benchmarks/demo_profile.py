@@ -3,7 +3,7 @@
 
     make demo && .venv/bin/python benchmarks/demo_profile.py [--results results] [--out FILE.md]
 
-Run it after `make demo` (or any target) on a quiet machine; the README's demo profile is its
+Run it after `make demo` (or any target) on a quiet machine; docs/digits-tier.md's demo profile is its
 output. Process start-up is the part of a job's time outside the step itself: the job's wall time
 minus the step's own (`evaluated (...) in`, training's epoch seconds are not summed here).
 """

@@ -10,7 +10,7 @@ forward passes a step; peak memory; on a GPU, the share of the GPU's peak FLOP/s
 
 Each (model, method) runs in a fresh process, so peak memory is its own. Inputs are random
 CIFAR-shaped batches (content does not change the cost). Results go to
-benchmarks/results/{tag}.json and .md; the README quotes the Markdown table.
+benchmarks/results/{tag}.json and .md; docs/speed.md quotes the Markdown table.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A dataset's first N training and first M test images: `datasets.<name>.subset`.
 
-The CIFAR-10 proxy (README, "CIFAR-10 proxy") is the official archive's first 15,000 training
+The CIFAR-10 proxy (docs/paper-scale.md, "CIFAR-10 proxy") is the official archive's first 15,000 training
 and first 1,000 test images; taking them by position keeps the official order, so the archive
 and an npz export of the same positions give the same dataset, image for image.
 """
