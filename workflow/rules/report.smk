@@ -3,26 +3,26 @@ rule table:
     input:
         get_experiment_metrics,
     output:
-        tex="results/tables/{experiment}.tex",
+        tex=paths.TABLE + ".tex",
         csv=report(
-            "results/tables/{experiment}.csv",
+            paths.TABLE + ".csv",
             caption="../report/table.rst",
             category="Tables",
             labels={"experiment": "{experiment}"},
         ),
-        summary="results/metrics/{experiment}.json",
-        md="results/tables/{experiment}.md",
+        summary=paths.SUMMARY,
+        md=paths.TABLE + ".md",
         paired_csv=report(
-            "results/tables/{experiment}-paired.csv",
+            paths.TABLE + "-paired.csv",
             caption="../report/paired.rst",
             category="Tables",
             labels={"experiment": "{experiment}", "kind": "paired comparison"},
         ),
-        paired_tex="results/tables/{experiment}-paired.tex",
+        paired_tex=paths.TABLE + "-paired.tex",
     log:
-        "results/logs/table/{experiment}.log",
+        paths.log("table", "{experiment}"),
     benchmark:
-        "results/benchmarks/table/{experiment}.tsv"
+        paths.benchmark("table", "{experiment}")
     conda:
         "../envs/wscat.yaml"
     threads: 1
@@ -34,3 +34,28 @@ rule table:
         " --tex {output.tex} --csv {output.csv} --summary {output.summary} --md {output.md}"
         " --paired-csv {output.paired_csv} --paired-tex {output.paired_tex}"
         " {input} > {log} 2>&1"
+
+
+rule curves:
+    """Training curves of one run: loss terms and validation accuracies per epoch."""
+    input:
+        paths.TRAIN_LOG,
+    output:
+        pdf=paths.CURVES + ".pdf",
+        png=report(
+            paths.CURVES + ".png",
+            caption="../report/curves.rst",
+            category="Training curves",
+            subcategory="{dataset} / {model}",
+            labels={"method": "{method}", "seed": "{seed}"},
+        ),
+    log:
+        paths.log("curves", paths.RUN),
+    conda:
+        "../envs/wscat.yaml"
+    params:
+        prefix=paths.CURVES,
+    shell:
+        "wscat curves --train-log {input} --out {params.prefix}"
+        " --title '{wildcards.dataset} / {wildcards.model} / {wildcards.method} / seed {wildcards.seed}'"
+        " > {log} 2>&1"
