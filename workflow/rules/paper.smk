@@ -100,4 +100,3 @@ rule paper_index:
     shell:
         "wscat paper-index --params {params.params_file} --tier {wildcards.tier} --out {output}"
         " > {log} 2>&1"
-

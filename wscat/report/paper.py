@@ -15,9 +15,7 @@ from typing import Any
 
 from wscat import paths
 from wscat.config import ConfigError, beta_method, full_dataset, method_for, unlabelled_dataset
-from wscat.paths import Run
-
-__all__ = ["Run"]  # one trained run's files (wscat.paths), as the report reads them
+from wscat.paths import Run  # one trained run's files; report code names it paper.Run too
 
 REPORTED = Path(__file__).with_name("reported.csv")  # the paper's tables, one row per cell
 CROSS_DATASET_TABLES = ("Tab-datasets", "Tab-mode", "tab-sup", "Tab-ap-time")
