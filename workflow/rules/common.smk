@@ -3,6 +3,7 @@ sections each job depends on (Snakemake re-runs a job when its params change). T
 from wscat.paths, the sections and checks from wscat.workflow; nothing here imports torch.
 """
 
+import os
 import sys
 
 from wscat import paths

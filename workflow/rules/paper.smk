@@ -79,7 +79,7 @@ rule paper_figure:
     params:
         params_file=PARAMS,
         config=get_paper_section,
-        prefix=paths.PAPER_FIGURE,
+        prefix=lambda wildcards, output: output.pdf[: -len(".pdf")],
     shell:
         "wscat paper-figure --params {params.params_file} --tier {wildcards.tier}"
         " --figure {wildcards.figure} --out {params.prefix} --threads {threads} > {log} 2>&1"

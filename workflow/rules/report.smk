@@ -54,7 +54,7 @@ rule curves:
     conda:
         "../envs/wscat.yaml"
     params:
-        prefix=paths.CURVES,
+        prefix=lambda wildcards, output: output.pdf[: -len(".pdf")],
     shell:
         "wscat curves --train-log {input} --out {params.prefix}"
         " --title '{wildcards.dataset} / {wildcards.model} / {wildcards.method} / seed {wildcards.seed}'"

@@ -26,7 +26,7 @@ rule train:
     params:
         params_file=PARAMS,
         pseudo=get_training_flags,
-        out_dir=paths.MODEL_DIR,  # best.pt, last.pt, train_log.csv, dvclive/
+        out_dir=lambda wildcards, output: os.path.dirname(output.best),  # not recorded: no re-runs
         config=get_train_params,
     shell:
         "wscat train --params {params.params_file} --dataset {wildcards.dataset}"
