@@ -15,7 +15,9 @@ RESULTS = "results"
 RUN = "{dataset}/{model}/{method}/seed{seed}"
 
 SPLIT = "results/splits/{dataset}/seed{seed}.npz"
-PSEUDO = "results/pseudo/{dataset}/{model}/{labeler}/seed{seed}"  # .npz labels, .json accuracy
+PSEUDO = "results/pseudo/{dataset}/{model}/{labeler}/seed{seed}"
+PSEUDO_LABELS = PSEUDO + ".npz"
+PSEUDO_ACCURACY = PSEUDO + ".json"  # on the unlabelled part, per class
 MODEL_DIR = "results/models/" + RUN  # best.pt, last.pt, train_log.csv, dvclive/
 CHECKPOINT = MODEL_DIR + "/{name}.pt"  # name: best (validation-selected) or last
 BEST = CHECKPOINT.replace("{name}", "best")
@@ -25,15 +27,21 @@ DVCLIVE = MODEL_DIR + "/dvclive"
 METRICS = "results/metrics/" + RUN + ".json"  # the paper's five attacks and their Mean
 EXTRA = "results/metrics/" + RUN + "-extra.json"  # AA-paper, NRF, the gradient-masking checks
 VALIDATION = "results/validation/" + RUN + ".json"
-CURVES = "results/curves/" + RUN  # .pdf, .png
+CURVES = "results/curves/" + RUN
+CURVES_PDF, CURVES_PNG = CURVES + ".pdf", CURVES + ".png"
 
-TABLE = "results/tables/{experiment}"  # .tex, .csv, .md, -paired.csv, -paired.tex
+TABLE = "results/tables/{experiment}"
+TABLE_TEX, TABLE_CSV, TABLE_MD = TABLE + ".tex", TABLE + ".csv", TABLE + ".md"
+PAIRED_TEX, PAIRED_CSV = TABLE + "-paired.tex", TABLE + "-paired.csv"  # against WSCAT
 SUMMARY = "results/metrics/{experiment}.json"
 
 PAPER = "results/paper/{tier}"  # a tier's tables, companions, figures and index.md
-PAPER_TABLE = PAPER + "/{label}"  # .tex, .csv
-PAPER_COMPARE = PAPER_TABLE + "-vs-paper"  # .tex, .csv
-PAPER_FIGURE = PAPER + "/{figure}"  # .pdf, .png
+PAPER_TABLE = PAPER + "/{label}"
+PAPER_TABLE_TEX, PAPER_TABLE_CSV = PAPER_TABLE + ".tex", PAPER_TABLE + ".csv"
+PAPER_COMPARE = PAPER_TABLE + "-vs-paper"  # beside the paper's own numbers
+PAPER_COMPARE_TEX, PAPER_COMPARE_CSV = PAPER_COMPARE + ".tex", PAPER_COMPARE + ".csv"
+PAPER_FIGURE = PAPER + "/{figure}"
+PAPER_FIGURE_PDF, PAPER_FIGURE_PNG = PAPER_FIGURE + ".pdf", PAPER_FIGURE + ".png"
 PAPER_INDEX = PAPER + "/index.md"
 
 

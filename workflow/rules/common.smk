@@ -55,7 +55,7 @@ config.update(_params)
 
 def get_all_targets():
     """Every experiment's table."""
-    return expand(paths.TABLE + ".tex", experiment=config["experiments"])
+    return expand(paths.TABLE_TEX, experiment=config["experiments"])
 
 
 def get_experiment(wildcards):

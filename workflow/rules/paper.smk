@@ -10,9 +10,9 @@ rule paper_table:
     input:
         get_paper_table_input,
     output:
-        tex=paths.PAPER_TABLE + ".tex",
+        tex=paths.PAPER_TABLE_TEX,
         csv=report(
-            paths.PAPER_TABLE + ".csv",
+            paths.PAPER_TABLE_CSV,
             caption="../report/paper_table.rst",
             category="Paper tables",
             subcategory="{tier}",
@@ -34,11 +34,11 @@ rule paper_table:
 rule paper_compare:
     """A table beside the paper's numbers (wscat/report/reported.csv): ours, theirs, difference."""
     input:
-        paths.PAPER_TABLE + ".csv",
+        paths.PAPER_TABLE_CSV,
     output:
-        tex=paths.PAPER_COMPARE + ".tex",
+        tex=paths.PAPER_COMPARE_TEX,
         csv=report(
-            paths.PAPER_COMPARE + ".csv",
+            paths.PAPER_COMPARE_CSV,
             caption="../report/paper_compare.rst",
             category="Paper tables",
             subcategory="{tier}: ours against the paper",
@@ -61,9 +61,9 @@ rule paper_figure:
     input:
         get_paper_figure_input,
     output:
-        pdf=paths.PAPER_FIGURE + ".pdf",
+        pdf=paths.PAPER_FIGURE_PDF,
         png=report(
-            paths.PAPER_FIGURE + ".png",
+            paths.PAPER_FIGURE_PNG,
             caption="../report/paper_figure.rst",
             category="Paper figures",
             subcategory="{tier}",

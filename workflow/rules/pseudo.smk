@@ -4,9 +4,9 @@ rule pseudo_label:
         split=get_split,
         checkpoint=get_labeler_checkpoint,
     output:
-        labels=paths.PSEUDO + ".npz",
+        labels=paths.PSEUDO_LABELS,
         metrics=report(
-            paths.PSEUDO + ".json",
+            paths.PSEUDO_ACCURACY,
             caption="../report/pseudo.rst",
             category="Pseudo-labels",
             subcategory="{dataset} / {model}",

@@ -3,22 +3,22 @@ rule table:
     input:
         get_experiment_metrics,
     output:
-        tex=paths.TABLE + ".tex",
+        tex=paths.TABLE_TEX,
         csv=report(
-            paths.TABLE + ".csv",
+            paths.TABLE_CSV,
             caption="../report/table.rst",
             category="Tables",
             labels={"experiment": "{experiment}"},
         ),
         summary=paths.SUMMARY,
-        md=paths.TABLE + ".md",
+        md=paths.TABLE_MD,
         paired_csv=report(
-            paths.TABLE + "-paired.csv",
+            paths.PAIRED_CSV,
             caption="../report/paired.rst",
             category="Tables",
             labels={"experiment": "{experiment}", "kind": "paired comparison"},
         ),
-        paired_tex=paths.TABLE + "-paired.tex",
+        paired_tex=paths.PAIRED_TEX,
     log:
         paths.log("table", "{experiment}"),
     benchmark:
@@ -41,9 +41,9 @@ rule curves:
     input:
         paths.TRAIN_LOG,
     output:
-        pdf=paths.CURVES + ".pdf",
+        pdf=paths.CURVES_PDF,
         png=report(
-            paths.CURVES + ".png",
+            paths.CURVES_PNG,
             caption="../report/curves.rst",
             category="Training curves",
             subcategory="{dataset} / {model}",

@@ -121,7 +121,7 @@ def plots(params: dict[str, Any], name: str, runs: list[str]) -> list[dict[str, 
 def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
           fetches: dict[str, dict[str, Any]], curves: list[dict[str, Any]]) -> dict[str, Any]:
     experiment = params["experiments"][name]
-    table = paths.TABLE.format(experiment=name) + ".tex"
+    table = paths.TABLE_TEX.format(experiment=name)
     outputs = snakemake_outputs(root, table)
     archives = sorted(path for path, rule in outputs if rule.startswith("fetch_"))
     fetched = {path for fetch in fetches.values() for out in fetch["outs"] for path in out}

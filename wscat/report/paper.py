@@ -210,12 +210,13 @@ def tier_outputs(params: dict[str, Any], tier: str, root: str = "results") -> li
     """Everything a tier's index lists: tables (+ companions), figures, training curves."""
     files = []
     for label in table_labels(params, tier):
-        patterns = [paths.PAPER_TABLE] + ([paths.PAPER_COMPARE] if has_companion(params, tier, label)
-                                          else [])
-        files += [paths.fill(pattern + ext, root, tier=tier, label=label)
-                  for pattern in patterns for ext in (".tex", ".csv")]
-    files += [paths.fill(paths.PAPER_FIGURE + ext, root, tier=tier, figure=figure)
-              for figure in tier_figures(params, tier) for ext in (".pdf", ".png")]
+        patterns = [paths.PAPER_TABLE_TEX, paths.PAPER_TABLE_CSV]
+        if has_companion(params, tier, label):
+            patterns += [paths.PAPER_COMPARE_TEX, paths.PAPER_COMPARE_CSV]
+        files += [paths.fill(pattern, root, tier=tier, label=label) for pattern in patterns]
+    files += [paths.fill(pattern, root, tier=tier, figure=figure)
+              for figure in tier_figures(params, tier)
+              for pattern in (paths.PAPER_FIGURE_PDF, paths.PAPER_FIGURE_PNG)]
     runs = {run for e in tier_spec(params, tier)["datasets"]
             for part in parts(e)
             for run in experiment_runs(params, e[part]["experiment"])}
