@@ -43,6 +43,8 @@ PAPER_COMPARE_TEX, PAPER_COMPARE_CSV = PAPER_COMPARE + ".tex", PAPER_COMPARE + "
 PAPER_FIGURE = PAPER + "/{figure}"
 PAPER_FIGURE_PDF, PAPER_FIGURE_PNG = PAPER_FIGURE + ".pdf", PAPER_FIGURE + ".png"
 PAPER_INDEX = PAPER + "/index.md"
+# What Fig-similarity and Fig-feature show on one dataset (the analysis step, `wscat analyse`).
+ANALYSIS = "results/analysis/{tier}/{figure}/{dataset}.npz"
 
 
 def log(step: str, key: str) -> str:
