@@ -4,8 +4,9 @@
 #   snakemake --report results/report.html -- results/tables/digits.tex   # browse the results
 #   snakemake --sdm conda --cores 2 -- results/tables/digits.tex  # each rule in workflow/envs/wscat.yaml
 #
-# Every knob is in params.yaml (validated against workflow/schemas/params.schema.yaml by
-# workflow/rules/common.smk when the workflow loads); every rule calls one `wscat` subcommand,
+# Every knob is in params.yaml (validated once against workflow/schemas/params.schema.yaml by
+# wscat.workflow when the workflow loads); every path is a pattern of wscat/paths.py; building
+# the DAG imports no torch. Every rule calls one `wscat` subcommand,
 # runs in the conda environment workflow/envs/wscat.yaml when asked to (--sdm conda), and marks
 # the results a reader browses with report(..., caption="../report/<rule>.rst").
 # The `--` ends --resources, which takes any number of values.

@@ -4,23 +4,20 @@
 
 def get_analysis_input(wildcards):
     """The checkpoints and split one analysis file is computed from."""
-    try:
-        return paper_files.analysis_inputs(
-            config, wildcards.tier, wildcards.figure, wildcards.dataset
-        )
-    except ConfigError as error:
-        stop(str(error))
+    return paper_files.analysis_inputs(
+        config, wildcards.tier, wildcards.figure, wildcards.dataset
+    )
 
 
 rule analyse:
     """Embeddings of one dataset of a paper tier: cos(f(x), f(x')) per AE (Fig-similarity) or
     their t-SNE (Fig-feature)."""
     input:
-        get_analysis_input,
+        or_stop(get_analysis_input),
     output:
-        "results/analysis/{tier}/{figure}/{dataset}.npz",
+        paths.ANALYSIS,
     log:
-        "results/logs/analyse/{tier}/{figure}/{dataset}.log",
+        paths.log("analyse", "{tier}/{figure}/{dataset}"),
     wildcard_constraints:
         figure=r"Fig-(similarity|feature)",
     conda:

@@ -1,4 +1,4 @@
-for fetch_rule, fetch_dataset, fetch_files in get_fetch_groups():
+for fetch_rule, fetch_dataset, fetch_files in wf.fetch_groups(config):
 
     rule:
         """A dataset's archives under data/raw/: downloaded (CIFAR) or placed by hand, md5-checked."""
@@ -7,7 +7,7 @@ for fetch_rule, fetch_dataset, fetch_files in get_fetch_groups():
         output:
             fetch_files,
         log:
-            f"results/logs/fetch/{fetch_dataset}.log",
+            paths.log("fetch", fetch_dataset),
         localrule: True  # downloads need the submitting node's network
         conda:
             "../envs/wscat.yaml"
@@ -24,11 +24,11 @@ rule split:
     input:
         get_split_input,
     output:
-        "results/splits/{dataset}/seed{seed}.npz",
+        paths.SPLIT,
     log:
-        "results/logs/split/{dataset}/seed{seed}.log",
+        paths.log("split", "{dataset}/seed{seed}"),
     benchmark:
-        "results/benchmarks/split/{dataset}/seed{seed}.tsv"
+        paths.benchmark("split", "{dataset}/seed{seed}")
     conda:
         "../envs/wscat.yaml"
     threads: 1

@@ -6,16 +6,16 @@ rule evaluate:
         checkpoint=get_checkpoint,
     output:
         report(
-            "results/metrics/{dataset}/{model}/{method}/seed{seed}.json",
+            paths.METRICS,
             caption="../report/evaluate.rst",
             category="Per-run metrics",
             subcategory="{dataset} / {model}",
-            labels=get_metrics_labels,
+            labels=labels.metrics,
         ),
     log:
-        "results/logs/evaluate/{dataset}/{model}/{method}/seed{seed}.log",
+        paths.log("evaluate", paths.RUN),
     benchmark:
-        "results/benchmarks/evaluate/{dataset}/{model}/{method}/seed{seed}.tsv"
+        paths.benchmark("evaluate", paths.RUN)
     conda:
         "../envs/wscat.yaml"
     threads: 1
@@ -37,13 +37,13 @@ rule evaluate_extra:
     input:
         split=get_split,
         checkpoint=get_checkpoint,
-        core="results/metrics/{dataset}/{model}/{method}/seed{seed}.json",
+        core=paths.METRICS,
     output:
-        "results/metrics/{dataset}/{model}/{method}/seed{seed}-extra.json",
+        paths.EXTRA,
     log:
-        "results/logs/evaluate_extra/{dataset}/{model}/{method}/seed{seed}.log",
+        paths.log("evaluate_extra", paths.RUN),
     benchmark:
-        "results/benchmarks/evaluate_extra/{dataset}/{model}/{method}/seed{seed}.tsv"
+        paths.benchmark("evaluate_extra", paths.RUN)
     conda:
         "../envs/wscat.yaml"
     threads: 1
@@ -57,3 +57,27 @@ rule evaluate_extra:
         " --dataset {wildcards.dataset} --model {wildcards.model} --method {wildcards.method}"
         " --seed {wildcards.seed} --split {input.split} --checkpoint {input.checkpoint}"
         " --out {output} --threads {threads} > {log} 2>&1"
+
+
+rule validate:
+    """Natural and PGD accuracy on the validation set: the beta-tuning rule of Fig-beta."""
+    input:
+        split=get_split,
+        checkpoint=get_checkpoint,
+    output:
+        paths.VALIDATION,
+    log:
+        paths.log("validate", paths.RUN),
+    conda:
+        "../envs/wscat.yaml"
+    threads: 1
+    resources:
+        gpu=1,
+    params:
+        params_file=PARAMS,
+        config=get_evaluate_params,
+    shell:
+        "wscat validate --params {params.params_file} --dataset {wildcards.dataset}"
+        " --model {wildcards.model} --method {wildcards.method} --seed {wildcards.seed}"
+        " --split {input.split} --checkpoint {input.checkpoint} --out {output}"
+        " --threads {threads} > {log} 2>&1"

@@ -10,16 +10,16 @@ rule paper_table:
     input:
         get_paper_table_input,
     output:
-        tex="results/paper/{tier}/{label}.tex",
+        tex=paths.PAPER_TABLE_TEX,
         csv=report(
-            "results/paper/{tier}/{label}.csv",
+            paths.PAPER_TABLE_CSV,
             caption="../report/paper_table.rst",
             category="Paper tables",
             subcategory="{tier}",
             labels={"table": "{label}"},
         ),
     log:
-        "results/logs/paper/{tier}/{label}.log",
+        paths.log("paper", "{tier}/{label}"),
     conda:
         "../envs/wscat.yaml"
     threads: 1
@@ -34,18 +34,18 @@ rule paper_table:
 rule paper_compare:
     """A table beside the paper's numbers (wscat/report/reported.csv): ours, theirs, difference."""
     input:
-        "results/paper/{tier}/{label}.csv",
+        paths.PAPER_TABLE_CSV,
     output:
-        tex="results/paper/{tier}/{label}-vs-paper.tex",
+        tex=paths.PAPER_COMPARE_TEX,
         csv=report(
-            "results/paper/{tier}/{label}-vs-paper.csv",
+            paths.PAPER_COMPARE_CSV,
             caption="../report/paper_compare.rst",
             category="Paper tables",
             subcategory="{tier}: ours against the paper",
             labels={"table": "{label}"},
         ),
     log:
-        "results/logs/paper/{tier}/{label}-vs-paper.log",
+        paths.log("paper", "{tier}/{label}-vs-paper"),
     conda:
         "../envs/wscat.yaml"
     threads: 1
@@ -61,38 +61,36 @@ rule paper_figure:
     input:
         get_paper_figure_input,
     output:
-        pdf="results/paper/{tier}/{figure}.pdf",
+        pdf=paths.PAPER_FIGURE_PDF,
         png=report(
-            "results/paper/{tier}/{figure}.png",
+            paths.PAPER_FIGURE_PNG,
             caption="../report/paper_figure.rst",
             category="Paper figures",
             subcategory="{tier}",
             labels={"figure": "{figure}"},
         ),
     log:
-        "results/logs/paper/{tier}/{figure}.log",
+        paths.log("paper", "{tier}/{figure}"),
     conda:
         "../envs/wscat.yaml"
     threads: 1
-    resources:
-        gpu=1,
     params:
         params_file=PARAMS,
         config=get_paper_section,
         prefix=lambda wildcards, output: output.pdf[: -len(".pdf")],
     shell:
         "wscat paper-figure --params {params.params_file} --tier {wildcards.tier}"
-        " --figure {wildcards.figure} --out {params.prefix} --threads {threads} > {log} 2>&1"
+        " --figure {wildcards.figure} --out {params.prefix} > {log} 2>&1"
 
 
 rule paper_index:
     """Every table, companion, figure and training curve of a tier, listed in index.md."""
     input:
-        lambda wildcards: paper_files.tier_outputs(config, wildcards.tier),
+        get_paper_outputs,
     output:
-        "results/paper/{tier}/index.md",
+        paths.PAPER_INDEX,
     log:
-        "results/logs/paper/{tier}/index.log",
+        paths.log("paper", "{tier}/index"),
     conda:
         "../envs/wscat.yaml"
     params:
@@ -100,52 +98,3 @@ rule paper_index:
     shell:
         "wscat paper-index --params {params.params_file} --tier {wildcards.tier} --out {output}"
         " > {log} 2>&1"
-
-
-rule curves:
-    """Training curves of one run: loss terms and validation accuracies per epoch."""
-    input:
-        "results/models/{dataset}/{model}/{method}/seed{seed}/train_log.csv",
-    output:
-        pdf="results/curves/{dataset}/{model}/{method}/seed{seed}.pdf",
-        png=report(
-            "results/curves/{dataset}/{model}/{method}/seed{seed}.png",
-            caption="../report/curves.rst",
-            category="Training curves",
-            subcategory="{dataset} / {model}",
-            labels={"method": "{method}", "seed": "{seed}"},
-        ),
-    log:
-        "results/logs/curves/{dataset}/{model}/{method}/seed{seed}.log",
-    conda:
-        "../envs/wscat.yaml"
-    params:
-        prefix=lambda wildcards, output: output.pdf[: -len(".pdf")],
-    shell:
-        "wscat curves --train-log {input} --out {params.prefix}"
-        " --title '{wildcards.dataset} / {wildcards.model} / {wildcards.method} / seed {wildcards.seed}'"
-        " > {log} 2>&1"
-
-
-rule validate:
-    """Natural and PGD accuracy on the validation set: the beta-tuning rule of Fig-beta."""
-    input:
-        split=get_split,
-        checkpoint=get_checkpoint,
-    output:
-        "results/validation/{dataset}/{model}/{method}/seed{seed}.json",
-    log:
-        "results/logs/validate/{dataset}/{model}/{method}/seed{seed}.log",
-    conda:
-        "../envs/wscat.yaml"
-    threads: 1
-    resources:
-        gpu=1,
-    params:
-        params_file=PARAMS,
-        config=get_evaluate_params,
-    shell:
-        "wscat validate --params {params.params_file} --dataset {wildcards.dataset}"
-        " --model {wildcards.model} --method {wildcards.method} --seed {wildcards.seed}"
-        " --split {input.split} --checkpoint {input.checkpoint} --out {output}"
-        " --threads {threads} > {log} 2>&1"

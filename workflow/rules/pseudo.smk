@@ -4,18 +4,18 @@ rule pseudo_label:
         split=get_split,
         checkpoint=get_labeler_checkpoint,
     output:
-        labels="results/pseudo/{dataset}/{model}/{labeler}/seed{seed}.npz",
+        labels=paths.PSEUDO_LABELS,
         metrics=report(
-            "results/pseudo/{dataset}/{model}/{labeler}/seed{seed}.json",
+            paths.PSEUDO_ACCURACY,
             caption="../report/pseudo.rst",
             category="Pseudo-labels",
             subcategory="{dataset} / {model}",
-            labels=get_pseudo_labels,
+            labels=labels.pseudo,
         ),
     log:
-        "results/logs/pseudo_label/{dataset}/{model}/{labeler}/seed{seed}.log",
+        paths.log("pseudo_label", "{dataset}/{model}/{labeler}/seed{seed}"),
     benchmark:
-        "results/benchmarks/pseudo_label/{dataset}/{model}/{labeler}/seed{seed}.tsv"
+        paths.benchmark("pseudo_label", "{dataset}/{model}/{labeler}/seed{seed}")
     conda:
         "../envs/wscat.yaml"
     threads: 1

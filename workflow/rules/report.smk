@@ -3,26 +3,26 @@ rule table:
     input:
         get_experiment_metrics,
     output:
-        tex="results/tables/{experiment}.tex",
+        tex=paths.TABLE_TEX,
         csv=report(
-            "results/tables/{experiment}.csv",
+            paths.TABLE_CSV,
             caption="../report/table.rst",
             category="Tables",
             labels={"experiment": "{experiment}"},
         ),
-        summary="results/metrics/{experiment}.json",
-        md="results/tables/{experiment}.md",
+        summary=paths.SUMMARY,
+        md=paths.TABLE_MD,
         paired_csv=report(
-            "results/tables/{experiment}-paired.csv",
+            paths.PAIRED_CSV,
             caption="../report/paired.rst",
             category="Tables",
             labels={"experiment": "{experiment}", "kind": "paired comparison"},
         ),
-        paired_tex="results/tables/{experiment}-paired.tex",
+        paired_tex=paths.PAIRED_TEX,
     log:
-        "results/logs/table/{experiment}.log",
+        paths.log("table", "{experiment}"),
     benchmark:
-        "results/benchmarks/table/{experiment}.tsv"
+        paths.benchmark("table", "{experiment}")
     conda:
         "../envs/wscat.yaml"
     threads: 1
@@ -34,3 +34,28 @@ rule table:
         " --tex {output.tex} --csv {output.csv} --summary {output.summary} --md {output.md}"
         " --paired-csv {output.paired_csv} --paired-tex {output.paired_tex}"
         " {input} > {log} 2>&1"
+
+
+rule curves:
+    """Training curves of one run: loss terms and validation accuracies per epoch."""
+    input:
+        paths.TRAIN_LOG,
+    output:
+        pdf=paths.CURVES_PDF,
+        png=report(
+            paths.CURVES_PNG,
+            caption="../report/curves.rst",
+            category="Training curves",
+            subcategory="{dataset} / {model}",
+            labels={"method": "{method}", "seed": "{seed}"},
+        ),
+    log:
+        paths.log("curves", paths.RUN),
+    conda:
+        "../envs/wscat.yaml"
+    params:
+        prefix=lambda wildcards, output: output.pdf[: -len(".pdf")],
+    shell:
+        "wscat curves --train-log {input} --out {params.prefix}"
+        " --title '{wildcards.dataset} / {wildcards.model} / {wildcards.method} / seed {wildcards.seed}'"
+        " > {log} 2>&1"

@@ -1,23 +1,23 @@
 rule train:
     """One method, one seed: the shared trainer with the method's loss."""
     input:
-        unpack(get_pseudo_input),
+        unpack(get_training_inputs),
         split=get_split,
     output:
-        best="results/models/{dataset}/{model}/{method}/seed{seed}/best.pt",
-        last="results/models/{dataset}/{model}/{method}/seed{seed}/last.pt",
+        best=paths.BEST,
+        last=paths.LAST,
         log=report(
-            "results/models/{dataset}/{model}/{method}/seed{seed}/train_log.csv",
+            paths.TRAIN_LOG,
             caption="../report/train.rst",
             category="Training",
             subcategory="{dataset} / {model}",
-            labels=get_train_labels,
+            labels=labels.train,
         ),
-        curves=directory("results/models/{dataset}/{model}/{method}/seed{seed}/dvclive"),
+        curves=directory(paths.DVCLIVE),
     log:
-        "results/logs/train/{dataset}/{model}/{method}/seed{seed}.log",
+        paths.log("train", paths.RUN),
     benchmark:
-        "results/benchmarks/train/{dataset}/{model}/{method}/seed{seed}.tsv"
+        paths.benchmark("train", paths.RUN)
     conda:
         "../envs/wscat.yaml"
     threads: 1
@@ -25,8 +25,8 @@ rule train:
         gpu=1,
     params:
         params_file=PARAMS,
-        pseudo=get_pseudo_flag,
-        out_dir=get_out_dir,
+        pseudo=get_training_flags,
+        out_dir=lambda wildcards, output: os.path.dirname(output.best),  # not recorded: no re-runs
         config=get_train_params,
     shell:
         "wscat train --params {params.params_file} --dataset {wildcards.dataset}"

@@ -1,12 +1,28 @@
 """Datasets as image tensors (uint8 or [0,1] float), per-seed splits, batches, augmentation.
 A run's training data (labelled, pseudo-labelled, generated) is wscat.data.training_data, imported
-by its own name: it builds the trainer's TrainingData, and wscat.training imports this package."""
-from wscat.data.augment import augment
-from wscat.data.sampler import iterations_per_epoch, sample_batch_indices
-from wscat.data.sources import (DatasetUnavailable, ImageDataset, archive_status, as_unit_float,
-                                fetch_dataset, load_dataset, raw_files, to_unit)
-from wscat.data.split import Split, load_split, make_split, save_split
+by its own name: it builds the trainer's TrainingData, and wscat.training imports this package.
 
-__all__ = ["DatasetUnavailable", "ImageDataset", "Split", "archive_status", "as_unit_float",
-           "augment", "fetch_dataset", "iterations_per_epoch", "load_dataset", "load_split",
-           "make_split", "raw_files", "sample_batch_indices", "save_split", "to_unit"]
+The names below load on first use, so that a submodule without torch (capacity, split, the
+sources' archive lists) can be imported without it: the workflow does so while building the DAG.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {"augment": "augment", "iterations_per_epoch": "sampler",
+          "sample_batch_indices": "sampler", "DatasetUnavailable": "sources",
+          "ImageDataset": "sources", "archive_status": "sources", "as_unit_float": "sources",
+          "fetch_dataset": "sources", "load_dataset": "sources", "raw_files": "sources",
+          "Split": "split", "load_split": "split", "make_split": "split", "save_split": "split",
+          "to_unit": "sources"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'wscat.data' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"wscat.data.{_HOMES[name]}"), name)
+    globals()[name] = value  # after the import bound the submodule `augment` to the name
+    return value

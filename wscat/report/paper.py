@@ -1,19 +1,21 @@
 """Which files each of the paper's tables and figures is made of, per tier of `params.paper`.
 
-One definition of the paths, read by the Snakemake rules (to ask for the inputs) and by the
-`wscat paper-table` / `paper-figure` commands (to read them), so the two never disagree.
+One definition of the inputs (their paths: wscat.paths' patterns), read by the Snakemake rules
+(to ask for the inputs) and by the `wscat paper-table` / `paper-figure` commands (to read them),
+so the two never disagree.
 Outputs: results/paper/{tier}/{label}.{tex,csv}, {label}-vs-paper.{tex,csv} (where the paper
 reports the same cells), {figure}.{pdf,png}, and index.md listing them all.
 """
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from wscat import paths
 from wscat.config import ConfigError, method_for
+from wscat.paths import Run  # one trained run's files; report code names it paper.Run too
 from wscat.sweeps import beta_method, full_dataset, unlabelled_dataset
 
 REPORTED = Path(__file__).with_name("reported.csv")  # the paper's tables, one row per cell
@@ -24,45 +26,6 @@ FIGURES = ("Fig-similarity", "Fig-beta", "Fig-unlabel", "Fig-feature")
 FIGURE_SECTIONS = {"Fig-similarity": "similarity", "Fig-beta": "beta",
                    "Fig-unlabel": "unlabelled", "Fig-feature": "feature"}
 ANALYSED = ("Fig-similarity", "Fig-feature")  # read results/analysis/ (`wscat analyse`)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One trained (dataset, model, method, seed)."""
-
-    dataset: str
-    model: str
-    method: str
-    seed: int
-
-    def metrics(self, root: str = "results") -> str:
-        return f"{root}/metrics/{self.dataset}/{self.model}/{self.method}/seed{self.seed}.json"
-
-    def extra(self, root: str = "results") -> str:
-        """AA-paper, NRF and the gradient-masking checks (`wscat evaluate --part extra`)."""
-        return f"{root}/metrics/{self.dataset}/{self.model}/{self.method}/seed{self.seed}-extra.json"
-
-    def evaluated(self, root: str = "results") -> tuple[str, str]:
-        """Both metrics files of a run: the paper's five attacks, then the extras."""
-        return self.metrics(root), self.extra(root)
-
-    def model_dir(self, root: str = "results") -> str:
-        return f"{root}/models/{self.dataset}/{self.model}/{self.method}/seed{self.seed}"
-
-    def checkpoint(self, root: str = "results") -> str:
-        return f"{self.model_dir(root)}/best.pt"
-
-    def train_log(self, root: str = "results") -> str:
-        return f"{self.model_dir(root)}/train_log.csv"
-
-    def validation(self, root: str = "results") -> str:
-        return f"{root}/validation/{self.dataset}/{self.model}/{self.method}/seed{self.seed}.json"
-
-    def curves(self, root: str = "results") -> str:
-        return f"{root}/curves/{self.dataset}/{self.model}/{self.method}/seed{self.seed}"
-
-    def split(self, root: str = "results") -> str:
-        return f"{root}/splits/{self.dataset}/seed{self.seed}.npz"
 
 
 def tier_spec(params: dict[str, Any], tier: str) -> dict[str, Any]:
@@ -216,7 +179,7 @@ def figure_inputs(params: dict[str, Any], tier: str, figure: str, root: str = "r
 
 def analysis_file(tier: str, figure: str, dataset: str, root: str = "results") -> str:
     """What an analysed figure shows on one dataset of a tier (wscat.steps.analyse)."""
-    return f"{root}/analysis/{tier}/{figure}/{dataset}.npz"
+    return paths.fill(paths.ANALYSIS, root, tier=tier, figure=figure, dataset=dataset)
 
 
 def analysis_inputs(params: dict[str, Any], tier: str, figure: str, dataset: str,
@@ -259,14 +222,15 @@ def has_companion(params: dict[str, Any], tier: str, label: str) -> bool:
 
 def tier_outputs(params: dict[str, Any], tier: str, root: str = "results") -> list[str]:
     """Everything a tier's index lists: tables (+ companions), figures, training curves."""
-    out = f"{root}/paper/{tier}"
     files = []
     for label in table_labels(params, tier):
-        files += [f"{out}/{label}.tex", f"{out}/{label}.csv"]
+        patterns = [paths.PAPER_TABLE_TEX, paths.PAPER_TABLE_CSV]
         if has_companion(params, tier, label):
-            files += [f"{out}/{label}-vs-paper.tex", f"{out}/{label}-vs-paper.csv"]
-    files += [f"{out}/{figure}.{ext}" for figure in tier_figures(params, tier)
-              for ext in ("pdf", "png")]
+            patterns += [paths.PAPER_COMPARE_TEX, paths.PAPER_COMPARE_CSV]
+        files += [paths.fill(pattern, root, tier=tier, label=label) for pattern in patterns]
+    files += [paths.fill(pattern, root, tier=tier, figure=figure)
+              for figure in tier_figures(params, tier)
+              for pattern in (paths.PAPER_FIGURE_PDF, paths.PAPER_FIGURE_PNG)]
     runs = {run for e in tier_spec(params, tier)["datasets"]
             for part in parts(e)
             for run in experiment_runs(params, e[part]["experiment"])}

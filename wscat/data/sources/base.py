@@ -4,9 +4,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
+if TYPE_CHECKING:  # torch loads when data is read, not when a workflow lists archives
+    import torch
 
 DEFAULT_ROOT = "data/raw"
 
@@ -39,6 +40,8 @@ class ImageDataset:
 
 def as_unit_float(x: torch.Tensor) -> torch.Tensor:
     """uint8 images -> float32 in [0, 1]; floating images are returned unchanged."""
+    import torch
+
     if x.dtype == torch.uint8:
         return x.to(torch.float32).div_(255.0)
     if x.is_floating_point():
@@ -49,6 +52,8 @@ def as_unit_float(x: torch.Tensor) -> torch.Tensor:
 def to_unit(x: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
     """Images as float32 in [0,1] (uint8 datasets, CIFAR and ImageNet32, are stored as 0..255), in
     the training memory format (NHWC with `channels_last`)."""
+    import torch
+
     layout = torch.channels_last if channels_last else torch.contiguous_format
     return as_unit_float(x).contiguous(memory_format=layout)
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from wscat.data.sources.base import Archive, DatasetUnavailable, ImageDataset, one_line, root
 
@@ -91,6 +90,8 @@ class Cifar:
                 f"dataset '{name}': {archive.path} is not a readable {self.filename} "
                 f"({one_line(error)}); get it again from {self.url} and put it at {archive.path}"
             ) from error
+        import torch
+
         train = [found[m] for m in self.train]
         test = [found[m] for m in self.test]
         images = np.concatenate([x for x, _ in train + test])

@@ -5,7 +5,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import torch
 
 from wscat.data.sources.base import Archive, ImageDataset
 
@@ -17,6 +16,7 @@ class Digits:
         return []
 
     def read(self, name: str, cfg: Mapping[str, Any]) -> ImageDataset:
+        import torch
         from sklearn.datasets import load_digits
 
         bunch = load_digits()

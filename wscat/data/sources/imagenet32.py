@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from wscat.data.sources.base import Archive, DatasetUnavailable, ImageDataset, one_line, root
 
@@ -77,6 +76,8 @@ class ImageNet32:
             raise DatasetUnavailable(
                 f"dataset '{name}': {path} is not a readable Downsampled-ImageNet batch "
                 f"({one_line(error)}); get it again from {ORIGIN} and put it at {path}") from error
+        import torch
+
         train_size = sum(counts[:len(TRAIN)])
         all_labels = np.concatenate([y[k] for y, k in zip(labels, kept)])
         return ImageDataset(name, torch.from_numpy(images.reshape(-1, 3, 32, 32)),

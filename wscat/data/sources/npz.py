@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from wscat.data.sources.base import Archive, DatasetUnavailable, ImageDataset, one_line
 
@@ -98,6 +97,8 @@ class Npz:
         except (OSError, EOFError, zipfile.BadZipFile, ValueError, TypeError) as error:
             raise DatasetUnavailable(f"dataset '{name}': {path} is not a usable npz dataset "
                                      f"({one_line(error)})") from error
+        import torch
+
         images = np.ascontiguousarray(np.concatenate([x_train, x_test]))
         return ImageDataset(name, torch.from_numpy(images), torch.from_numpy(labels), num_classes,
                             mean, std, train_size=len(x_train))

@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-import torch
-
 from wscat.data.sources.base import DatasetUnavailable, ImageDataset
 
 
@@ -35,6 +33,8 @@ def take_subset(data: ImageDataset, subset: Mapping[str, Any] | None, name: str)
                                  "split (cifar10, cifar100, imagenet32, npz)")
     n_train = _first(subset.get("train"), data.train_size, "train", name)
     n_test = _first(subset.get("test"), len(data.labels) - data.train_size, "test", name)
+    import torch
+
     keep = torch.cat([torch.arange(n_train),
                       torch.arange(data.train_size, data.train_size + n_test)])
     if len(keep) == len(data.labels):

@@ -1,0 +1,157 @@
+"""What the Snakemake workflow asks of the package: its one params file, the params.yaml sections
+each job depends on, the inputs a training run reads, command-line options and the archive check.
+
+Snakemake re-runs a job when its params change, so each job's params are exactly the sections
+it reads: a params.yaml edit re-runs exactly the affected jobs. Nothing here imports torch
+(building the DAG must stay fast); workflow/rules/common.smk calls these with its `config`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from wscat import paths
+from wscat.config import ConfigError, evaluation_for, load_params, method_for
+from wscat.data.capacity import split_problem
+from wscat.data.sources import archive_status, raw_files
+from wscat.report import paper
+
+SKIP_ARCHIVE_CHECK = "WSCAT_SKIP_ARCHIVE_CHECK"  # set: tools that only read the DAG
+# The keys of a dataset section that decide its split; the threat model and augmentation
+# (eps, step sizes, augment) do not, so changing them must not re-split and re-run everything.
+SPLIT_KEYS = ("test_fraction", "labelled", "val_fraction", "val_max", "unlabelled_fraction",
+              "subset")
+_archive_problems: dict[str, str | None] = {}
+
+
+def load_config(workflow: Any) -> tuple[str, dict[str, Any]]:
+    """(path, params) of the one params file a Snakemake run reads, validated once
+    (wscat.config), with the splits of the datasets whose size is known without their archives
+    checked too.
+
+    `--configfile FILE` stands for params.yaml, whole: the wscat subcommands read one file, so
+    --config overrides and several --configfile files are refused.
+    """
+    if workflow.config_settings.config:
+        raise ConfigError("--config overrides are not supported: wscat subcommands read one params "
+                          "file; copy params.yaml, change it and pass it with --configfile")
+    configfiles = workflow.overwrite_configfiles or workflow.configfiles
+    if len(configfiles) > 1:
+        raise ConfigError(f"{len(configfiles)} --configfile files given; wscat subcommands read one "
+                          "params file, so merge them into one whole params file and pass that")
+    path = str(configfiles[-1])
+    params = load_params(path)  # the paper section's runs spelled out, as `wscat` reads them
+    for name, dataset in params["datasets"].items():
+        problem = split_problem(name, dataset)
+        if problem:
+            raise ConfigError(problem)
+    return path, params
+
+
+def checked_archives(params: dict[str, Any], dataset: str) -> list[str]:
+    """The dataset's archives; one missing and not downloadable, or corrupt, raises the split
+    step's one line (checked once per dataset while the DAG is built; $WSCAT_SKIP_ARCHIVE_CHECK
+    set: not checked, for tools that only read the DAG)."""
+    files = archives(params, dataset)
+    if files and not os.environ.get(SKIP_ARCHIVE_CHECK):
+        if dataset not in _archive_problems:
+            _archive_problems[dataset] = archive_status(dataset, params["datasets"][dataset])
+        if _archive_problems[dataset]:
+            raise ConfigError(_archive_problems[dataset])
+    return files
+
+
+def archives(params: dict[str, Any], dataset: str) -> list[str]:
+    """The archives a dataset is read from (none for the embedded default)."""
+    return [str(path) for path in raw_files(dataset, params["datasets"][dataset])]
+
+
+def fetch_groups(params: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """One fetch job per distinct set of archives: (rule name, dataset, archives)."""
+    groups, seen = [], set()
+    for dataset in params["datasets"]:
+        files = tuple(archives(params, dataset))
+        if files and files not in seen:
+            seen.add(files)
+            groups.append((f"fetch_{dataset.replace('-', '_')}", dataset, list(files)))
+    return groups
+
+
+def training_inputs(params: dict[str, Any], dataset: str, model: str, method: str,
+                    seed: str) -> dict[str, str]:
+    """The labeler's pseudo-labels for a method trained on `data: pseudo`, and DMAT's generated
+    images (with their labeler's checkpoint) when it has some; nothing otherwise."""
+    knobs = method_for(params, method, dataset)
+    inputs = {}
+    if knobs.get("generated"):
+        inputs["generated"] = knobs["generated"]
+        if knobs.get("generated_labeler"):
+            inputs["labeler_checkpoint"] = paths.Run(dataset, model, knobs["generated_labeler"],
+                                                     seed).checkpoint()
+    if knobs["data"] == "pseudo":
+        pseudo = paths.PSEUDO_LABELS
+        inputs["pseudo"] = pseudo.format(dataset=dataset, model=model, labeler=knobs["labeler"],
+                                         seed=seed)
+    return inputs
+
+
+def flags(**options: str | Sequence[str] | None) -> str:
+    """Command-line options for a shell line: ' --name value...' for each option given."""
+    line = ""
+    for name, value in options.items():
+        if value is not None:
+            values = [value] if isinstance(value, str) else value
+            line += f" --{name.replace('_', '-')} " + " ".join(map(shlex.quote, values))
+    return line
+
+
+# --- the params.yaml sections a job reads (Snakemake compares them to decide re-runs) ---------
+
+
+def to_json(section: Any) -> str:
+    """A params section as a stable string."""
+    return json.dumps(section, sort_keys=True)
+
+
+def split_params(params: dict[str, Any], dataset: str) -> str:
+    cfg = params["datasets"][dataset]
+    split = {key: cfg[key] for key in SPLIT_KEYS if key in cfg}
+    return to_json({**split, "source": cfg.get("source", dataset)})
+
+
+def train_params(params: dict[str, Any], dataset: str, model: str, method: str) -> str:
+    """The dataset (threat model, augmentation), its schedule, the model, the method, and the
+    steps of the validation attack that selects best.pt."""
+    evaluation = evaluation_for(params, dataset)
+    return to_json({
+        "dataset": params["datasets"][dataset],
+        "training": params["training"][dataset],
+        "model": params["models"][model],
+        "method": method_for(params, method, dataset),
+        "validation": {key: evaluation[key] for key in ("pgd_steps", "cw_steps")},
+    })
+
+
+def evaluate_params(params: dict[str, Any], dataset: str, extra: bool = False) -> str:
+    """The attacks (the core: without NRF and the checks, which are the extras') and the
+    dataset's threat model."""
+    evaluation = evaluation_for(params, dataset)
+    if not extra:
+        evaluation = {k: v for k, v in evaluation.items() if k not in ("nrf", "checks")}
+    cfg = params["datasets"][dataset]
+    return to_json({
+        "evaluation": evaluation,
+        "threat": {key: cfg[key] for key in ("eps", "eval_step_size")},
+        "deterministic": params["training"][dataset]["deterministic"],
+    })
+
+
+def paper_section(params: dict[str, Any], tier: str) -> str:
+    """What a tier's outputs read from params.yaml: the tier, and every experiment it names."""
+    spec = paper.tier_spec(params, tier)
+    names = {e[part]["experiment"] for e in spec["datasets"] for part in paper.parts(e)}
+    return to_json({"tier": spec,
+                    "experiments": {name: params["experiments"][name] for name in sorted(names)}})
