@@ -12,7 +12,7 @@ from pathlib import Path
 
 from wscat.report import paper
 from wscat.report.paper_tables import grid
-from wscat.report.table import latex_escape
+from wscat.report.cells import latex_escape
 
 KEYS = ("table", "dataset", "model", "method", "metric")
 

@@ -9,6 +9,7 @@ import csv
 import json
 from typing import Any
 
+from wscat.report.cells import METRICS  # [*wscat.evaluation.ATTACKS, 'Mean']
 from wscat.report.names import display_name as _display_name
 
 
@@ -30,8 +31,6 @@ def train(wildcards: Any, output: Any) -> dict[str, Any]:
 
 def metrics(wildcards: Any, output: Any) -> dict[str, Any]:
     """A run's test accuracies (%), in the experiment tables' row order."""
-    from wscat.report.table import METRICS  # [*wscat.evaluation.ATTACKS, 'Mean']
-
     with open(output[0]) as handle:
         accuracy = json.load(handle)["accuracy"]
     order = list(METRICS)

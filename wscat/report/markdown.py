@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import pandas as pd
 
 from wscat.report.paired import verdict
-from wscat.report.table import latex_escape, row_name, shown_cells
+from wscat.report.cells import latex_escape, row_name, shown_cells
 
 
 def _row(cells: Iterable[str]) -> str:

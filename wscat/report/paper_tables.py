@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from wscat.data.split import load_split
-from wscat.report.names import display_name, is_adversarial
 from wscat.report import paper
-from wscat.report.table import (METRICS, _environment, collect, latex_escape, read_runs, render_tex,
-                                summarise)
+from wscat.report.cells import METRICS, latex_escape
+from wscat.report.names import display_name, is_adversarial
+from wscat.report.table import _environment, collect, read_runs, render_tex, summarise
 
 COLUMNS = ["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]
 SUP_METRICS = METRICS + ["NRF"]

@@ -12,24 +12,12 @@ import numpy as np
 import pandas as pd
 
 from wscat.io import write_json, write_text
+from wscat.report.cells import EXTRA_METRICS, METRICS, latex_escape, row_name, shown_cells
 
-METRICS = ["Natural", "FGSM", "PGD", "CW", "AA", "Mean"]
-# Shown below Mean when every metrics file has them (issue: evaluation a reviewer can trust):
-# the paper's AutoAttack variant and NRF. Mean stays the harmonic mean of the five above.
-EXTRA_METRICS = ["AA-paper", "NRF"]
-ROW_NAMES = {"AA": "AA (standard)", "AA-paper": "AA (paper's variant)"}
 BOLD = r"\bm"  # the paper's bold for the best adversarial-training result of a row
 TEMPLATES = Path(__file__).with_name("templates")
 _REQUIRED = ("dataset", "model", "method", "seed", "accuracy")
-_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                   "^": r"\textasciicircum{}"}
 _LABEL = re.compile(r"[A-Za-z0-9:._\-]+")
-
-
-def latex_escape(text: str) -> str:
-    """Escape LaTeX special characters in plain text."""
-    return "".join(_LATEX_SPECIALS.get(char, char) for char in text)
 
 
 def _read_metrics(path: Path) -> dict:
@@ -192,32 +180,6 @@ def _environment() -> jinja2.Environment:
         block_start_string="((*", block_end_string="*))", variable_start_string="(((",
         variable_end_string=")))", comment_start_string="((#", comment_end_string="#))",
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-
-
-def row_name(metric: str, metrics: Sequence[str]) -> str:
-    """A row's name: 'AA (standard)' and 'AA (paper's variant)' once both AutoAttacks are shown."""
-    return ROW_NAMES.get(metric, metric) if len(metrics) > 6 else metric
-
-
-def shown_cells(summary: pd.DataFrame, methods: Sequence[str], adversarial: Iterable[str]
-                ) -> list[tuple[str, list[tuple[float, float, bool]]]]:
-    """Per metric row, per method: (mean, std) rounded as printed, and whether it is the best
-    adversarial-training result of the row (bold; ties included)."""
-    cells = summary.set_index(["method", "metric"])
-    metrics = METRICS + [m for m in EXTRA_METRICS if m in set(summary["metric"])]
-    absent = [(m, k) for m in methods for k in metrics if (m, k) not in cells.index]
-    if absent:
-        raise ValueError(f"summary lacks (method, metric) {absent[0]}")
-    adversarial = set(adversarial)
-    rows = []
-    for metric in metrics:
-        shown = [(round(cells.at[(m, metric), "mean"], 2), round(cells.at[(m, metric), "std"], 2))
-                 for m in methods]
-        best = max((mean for (mean, _), m in zip(shown, methods) if m in adversarial),
-                   default=None)
-        rows.append((metric, [(mean, std, m in adversarial and mean == best)
-                              for (mean, std), m in zip(shown, methods)]))
-    return rows
 
 
 def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: Mapping[str, str],
