@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat import pipeline
 from wscat.attacks import ce_objective, cw_objective, fgsm, pgd
 from wscat.config import evaluation_for

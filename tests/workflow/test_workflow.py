@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # the venv running the tests: snakemake, dvc, wscat
 DVC_YAML = [sys.executable, str(ROOT / "workflow" / "scripts" / "dvc_yaml.py")]
 README_LINE = ["snakemake", "--cores", "1", "--resources", "gpu=1", "--", "results/tables/digits.tex"]

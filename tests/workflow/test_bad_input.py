@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests import bad_input as bad
+from tests.helpers import bad_input as bad
 from tests.conftest import BIN
-from tests.test_workflow import copy_workflow, real_params
-from tests.tiny import tiny_params, write_params
+from tests.workflow.test_workflow import copy_workflow, real_params
+from tests.helpers.tiny import tiny_params, write_params
 from wscat import cli
 
 SPLIT = "split --dataset digits --seed 1 --out out/s.npz"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat import pipeline
 from wscat.config import RunConfig
 from wscat.data import load_dataset, load_split

@@ -13,7 +13,7 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from tests.tiny import tiny_params, write_params
+from tests.helpers.tiny import tiny_params, write_params
 from wscat import cli
 from wscat.checkpoint import load_checkpoint
 

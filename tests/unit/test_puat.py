@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat import pipeline
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 import yaml
 
-from latex import check_table, engine, tabular_rows
+from tests.helpers.latex import check_table, engine, tabular_rows
 from test_workflow import copy_workflow, job_counts, real_params, run
-from tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat.config import expand_paper, method_for, validate_params
 from wscat.data.split import make_split
 from wscat.report import paper
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

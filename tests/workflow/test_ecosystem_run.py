@@ -17,10 +17,10 @@ import pytest
 import torch
 import yaml
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from workflow.scripts.report_screenshot import find_chromium, screenshot
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 GIT = ["git", "-c", "user.name=wscat-test", "-c", "user.email=wscat-test@example.invalid"]
 METHODS = ["trades", "wscat"]  # WSCAT brings its labeler, Mean Teacher

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 ENV_FILE = "workflow/envs/wscat.yaml"
 SUBCOMMANDS = ["fetch", "split", "train", "pseudo-label", "evaluate", "table", "export"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiny import tiny_params, write_params
+from tests.helpers.tiny import tiny_params, write_params
 
 WSCAT = [sys.executable, "-m", "wscat"]
 
