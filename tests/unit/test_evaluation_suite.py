@@ -74,6 +74,7 @@ class Quantise(nn.Module):
         return torch.round(x * 16) / 16
 
 
+@pytest.mark.slow
 def test_a_masked_model_is_flagged(digits):
     model, x, y = digits
     masked = copy.deepcopy(model)

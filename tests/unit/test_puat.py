@@ -333,6 +333,7 @@ def puat_run():
     return RunConfig.from_params(params, dataset="digits", model="cnn", method="puat", seed=1), data
 
 
+@pytest.mark.slow
 def test_a_killed_run_through_the_trainer_resumes_exactly(tmp_path, monkeypatch, puat_run):
     run, data = puat_run
     summary = train(run, data, tmp_path / "straight")

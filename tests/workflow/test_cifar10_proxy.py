@@ -96,6 +96,7 @@ def test_the_real_params_define_the_proxy_tier() -> None:
     assert paper.tier_figures(params, PROXY) == []
 
 
+@pytest.mark.slow
 def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> None:
     workdir = copy_workflow(tmp_path, real_params())
     (workdir / "data/raw").mkdir(parents=True)
@@ -133,6 +134,7 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
                if name.startswith(("train", "evaluate")))
 
 
+@pytest.mark.slow
 def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(archive, tmp_path: Path) -> None:
     """Three of the six methods (every kind of step; the six ran by hand on the same config)."""
     raw, md5 = archive

@@ -65,6 +65,7 @@ def test_unknown_method_and_dataset(workdir):
     assert not (workdir / "m").exists()
 
 
+@pytest.mark.slow
 def test_missing_and_truncated_checkpoints(workdir):
     assert wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz",
                  cwd=workdir).returncode == 0
@@ -79,6 +80,7 @@ def test_missing_and_truncated_checkpoints(workdir):
     assert not (workdir / "m.json").exists()
 
 
+@pytest.mark.slow
 def test_same_params_and_seed_give_identical_metrics(workdir):
     assert wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz",
                  cwd=workdir).returncode == 0

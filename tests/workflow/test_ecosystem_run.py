@@ -25,6 +25,7 @@ BIN = Path(sys.executable).parent
 GIT = ["git", "-c", "user.name=wscat-test", "-c", "user.email=wscat-test@example.invalid"]
 METHODS = ["trades", "wscat"]  # WSCAT brings its labeler, Mean Teacher
 ATTACKS = ["Natural", "FGSM", "PGD", "CW", "AA", "Mean"]
+pytestmark = pytest.mark.slow  # every test reads the `repo` fixture's `dvc repro`
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str],

@@ -43,6 +43,7 @@ def test_the_paper_section_spells_out_sweeps_and_the_fully_supervised_setting() 
     assert expand_paper(params) == params
 
 
+@pytest.mark.slow
 def test_a_paper_tier_naming_a_missing_experiment_fails_only_when_asked_for(tmp_path: Path,
                                                                           env) -> None:
     """Dropping an experiment (to shorten the demo) leaves the other targets alone."""
@@ -75,6 +76,7 @@ def test_fully_labelled_and_reduced_unlabelled_splits() -> None:
 
 # --- the DAG: a target for every table and figure -------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tier", ["digits", "paper"])
 def test_dry_run_lists_every_table_and_figure_of_a_tier(tier: str, tmp_path: Path, env) -> None:
     params = real_params()
@@ -99,6 +101,7 @@ def test_dry_run_lists_every_table_and_figure_of_a_tier(tier: str, tmp_path: Pat
 
 # --- the companion on known numbers ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_companion_of_table_2_shows_the_differences_to_the_paper(tmp_path: Path) -> None:
     """Metrics files holding the paper's CIFAR-10 numbers + 1, + 2, + 3 (seeds 1-3) give a
     table of the paper's numbers + 2 and a companion whose every difference is +2.00."""
@@ -184,6 +187,7 @@ def tiny_tier_params() -> dict:
     return params
 
 
+@pytest.mark.slow
 def test_every_table_and_figure_renders_on_the_embedded_default(tmp_path: Path, env) -> None:
     params = tiny_tier_params()
     workdir = copy_workflow(tmp_path / "work", params)

@@ -16,6 +16,7 @@ from wscat.config import method_for
 
 TABLE = "results/tables/cifar10.tex"
 GPU_LINE = [str(BIN / "snakemake"), "--cores", "1", "--resources", "gpu=1", "--", TABLE]
+pytestmark = pytest.mark.slow  # a Snakemake DAG of the paper scale in every test
 
 
 def _expected_jobs(params: dict, experiment: str) -> Counter:

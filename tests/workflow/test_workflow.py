@@ -54,6 +54,7 @@ def job_counts(stdout: str) -> dict[str, int]:
 
 # --- fast: the DAG --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_dry_run_lists_every_job_of_the_real_params(tmp_path: Path, env: dict[str, str]) -> None:
     params = real_params()
     # The paper's datasets have no archives here: skip the DAG-time archive check (tested in
@@ -133,11 +134,13 @@ def test_bad_params_stop_the_dry_run_with_one_line(tmp_path: Path, env: dict[str
 
 # --- fast: dvc.yaml is generated from the DAG ---------------------------------------------------
 
+@pytest.mark.slow
 def test_dvc_yaml_is_up_to_date_with_the_snakemake_dag(env: dict[str, str]) -> None:
     result = run([*DVC_YAML, "--check"], ROOT, env)
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_an_edited_dvc_yaml_is_detected(tmp_path: Path, env: dict[str, str]) -> None:
     edited = tmp_path / "dvc.yaml"
     text = (ROOT / "dvc.yaml").read_text()
@@ -179,6 +182,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]):
     return workdir, run(README_LINE, workdir, env)
 
 
+@pytest.mark.slow
 def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
     workdir, result = tiny_run
     logs = "\n".join(f"--- {log}\n{log.read_text()[-2000:]}" for log in workdir.glob("results/logs/**/*.log"))
@@ -208,6 +212,7 @@ def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
     assert sorted(summary) == sorted(methods)
 
 
+@pytest.mark.slow
 def test_dvc_repro_reruns_only_the_changed_method(tiny_run, env: dict[str, str]) -> None:
     workdir, result = tiny_run
     assert result.returncode == 0, "the README line failed; see test_readme_line_builds_the_table"
