@@ -49,13 +49,18 @@ readme: demo
 report: demo
 	$(VENV)/bin/snakemake --report results/report.html -- results/tables/digits.tex
 
-# Every test (CI runs this). pytest's exit status 5, no test collected, fails both targets.
+# Two workers (the CI machine's two cores; the pipelines' Snakemake runs leave one idle), each
+# taking whole files so that a module's fixture (a tiny pipeline run) is built once.
+# pytest's exit status 5, no test collected, fails both targets.
+PYTEST = $(VENV)/bin/pytest -q -n 2 --dist loadfile
+
+# Every test (CI runs this).
 test: venv
-	$(VENV)/bin/pytest -q tests
+	$(PYTEST) tests
 
 # The inner loop: every test but those marked slow (under 2 minutes).
 test-fast: venv
-	$(VENV)/bin/pytest -q -m "not slow" tests
+	$(PYTEST) -m "not slow" tests
 
 clean:
 	rm -rf results/* .snakemake
