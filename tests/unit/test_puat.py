@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
 from wscat.data import load_dataset, make_split
@@ -333,6 +333,7 @@ def puat_run():
     return RunConfig.from_params(params, dataset="digits", model="cnn", method="puat", seed=1), data
 
 
+@pytest.mark.slow
 def test_a_killed_run_through_the_trainer_resumes_exactly(tmp_path, monkeypatch, puat_run):
     run, data = puat_run
     summary = train(run, data, tmp_path / "straight")

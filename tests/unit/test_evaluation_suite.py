@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat.attacks import ce_objective, cw_objective, fgsm, pgd
 from wscat.config import evaluation_for
 from wscat.data import load_dataset
@@ -75,6 +75,7 @@ class Quantise(nn.Module):
         return torch.round(x * 16) / 16
 
 
+@pytest.mark.slow
 def test_a_masked_model_is_flagged(digits):
     model, x, y = digits
     masked = copy.deepcopy(model)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 ENV_FILE = "workflow/envs/wscat.yaml"
 SUBCOMMANDS = ["fetch", "split", "train", "pseudo-label", "evaluate", "table", "export"]
@@ -96,6 +96,7 @@ esac
     return bin_dir
 
 
+@pytest.mark.slow
 def test_sdm_conda_dry_run_puts_every_job_in_the_one_environment(tmp_path: Path,
                                                                  env: dict[str, str]) -> None:
     """`snakemake --sdm conda -n`: with conda when it is installed, else with a stand-in that
@@ -128,6 +129,7 @@ def test_every_subcommand_has_help(subcommand: str | None, tmp_path: Path, env: 
         assert all(name in result.stdout for name in SUBCOMMANDS)
 
 
+@pytest.mark.slow
 def test_pip_builds_and_installs_the_package_with_its_console_command(tmp_path: Path,
                                                                       env: dict[str, str]) -> None:
     """`pip install .` from a clean copy of the sources (the build leaves nothing in the repo)."""

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny_params(epochs: int = 2) -> dict:
@@ -15,7 +15,7 @@ def tiny_params(epochs: int = 2) -> dict:
     # The small CNN (width 16) keeps the tests fast; the demo's model is a wider one.
     params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1],
                                         "model": "cnn"}}
-    params.pop("paper")  # its tiers name the other experiments (tests/test_paper.py adds it back)
+    params.pop("paper")  # its tiers name the other experiments (tests/workflow/test_paper.py adds it back)
     params["training"]["digits"]["epochs"] = epochs
     params["datasets"]["digits"]["train_steps"] = 3
     params["evaluation"]["n_examples"] = 40

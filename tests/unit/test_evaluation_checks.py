@@ -3,7 +3,7 @@ and the per-dataset evaluation overrides."""
 import pytest
 import torch
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat.attacks import masking
 from wscat.config import ConfigError, evaluation_for, validate_params
 from wscat.evaluation import stratified_order, subset_name

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 import yaml
 
-from latex import check_table, engine, tabular_rows
-from test_workflow import copy_workflow, job_counts, real_params, run
-from tiny import tiny_params
+from tests.helpers.latex import check_table, engine, tabular_rows
+from tests.workflow.test_workflow import copy_workflow, job_counts, real_params, run
+from tests.helpers.tiny import tiny_params
 from wscat.config import method_for, validate_params
 from wscat.data.split import make_split
 from wscat.report import paper
 from wscat.sweeps import expand_paper, generated
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
@@ -76,6 +76,7 @@ def test_analysed_figures_read_the_analysis_files() -> None:
     assert inputs == ["results/models/digits/cnn/wscat/seed1/best.pt", "results/splits/digits/seed1.npz"]
 
 
+@pytest.mark.slow
 def test_a_paper_tier_naming_a_missing_experiment_fails_only_when_asked_for(tmp_path: Path,
                                                                           env) -> None:
     """Dropping an experiment (to shorten the demo) leaves the other targets alone."""
@@ -108,6 +109,7 @@ def test_fully_labelled_and_reduced_unlabelled_splits() -> None:
 
 # --- the DAG: a target for every table and figure -------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tier", ["digits", "paper"])
 def test_dry_run_lists_every_table_and_figure_of_a_tier(tier: str, tmp_path: Path, env) -> None:
     params = real_params()
@@ -132,6 +134,7 @@ def test_dry_run_lists_every_table_and_figure_of_a_tier(tier: str, tmp_path: Pat
 
 # --- the companion on known numbers ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_companion_of_table_2_shows_the_differences_to_the_paper(tmp_path: Path) -> None:
     """Metrics files holding the paper's CIFAR-10 numbers + 1, + 2, + 3 (seeds 1-3) give a
     table of the paper's numbers + 2 and a companion whose every difference is +2.00."""
@@ -217,6 +220,7 @@ def tiny_tier_params() -> dict:
     return params
 
 
+@pytest.mark.slow
 def test_every_table_and_figure_renders_on_the_embedded_default(tmp_path: Path, env) -> None:
     params = tiny_tier_params()
     workdir = copy_workflow(tmp_path / "work", params)

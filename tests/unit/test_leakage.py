@@ -13,12 +13,13 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from tests.tiny import tiny_params, write_params
+from tests.helpers.tiny import tiny_params, write_params
 from wscat import cli
 from wscat.checkpoint import load_checkpoint
 
 METHODS = ["mt", "rst", "wscat", "wscat-fixed", "wscat-self", "wscat-std", "puat", "dmat"]
 N_TRAIN = 1437  # digits' first 1,437 images train, the other 360 test
+pytestmark = pytest.mark.slow  # every test reads the `runs` fixture: 16 trainings
 
 
 def _params(path: str) -> dict:

@@ -16,7 +16,7 @@ import pytest
 try:
     import wscat  # noqa: F401
 except ImportError:  # run from a checkout without installing wscat
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from wscat.report import write_table
 from wscat.report.table import METRICS, collect, summarise

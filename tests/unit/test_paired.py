@@ -14,7 +14,7 @@ from wscat.evaluation import ATTACKS, harmonic_mean
 from wscat.report import write_table
 from wscat.report.paired import correctness, paired_bootstrap
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 from readme_tables import paste  # noqa: E402
 

@@ -12,7 +12,7 @@ from wscat.data import (DatasetUnavailable, archive_status, as_unit_float, fetch
                         load_dataset, make_split, raw_files)
 from wscat.data.sources import archives, imagenet32
 
-from tests.archives import md5, write_tar
+from tests.helpers.archives import md5, write_tar
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 

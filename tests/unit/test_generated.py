@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat.config import RunConfig
 from wscat.data import load_dataset, load_split
 from wscat.data.training_data import load_generated, training_data, with_generated

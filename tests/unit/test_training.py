@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
 from wscat.data import load_dataset, make_split

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests import bad_input as bad
+from tests.helpers import bad_input as bad
 from tests.conftest import BIN
-from tests.test_workflow import copy_workflow, real_params
-from tests.tiny import tiny_params, write_params
+from tests.workflow.test_workflow import copy_workflow, real_params
+from tests.helpers.tiny import tiny_params, write_params
 from wscat import cli
 
 SPLIT = "split --dataset digits --seed 1 --out out/s.npz"
@@ -410,6 +410,7 @@ def wscat_process(args: list[str], cwd: Path, **kwargs) -> subprocess.CompletedP
                           text=True, timeout=300, **kwargs)
 
 
+@pytest.mark.slow
 def test_pickle_checkpoint_prints_our_line_alone(work):
     bad.plain_pickle("bad.pt")(work)
     result = wscat_process(EVALUATE.format(model="cnn", checkpoint="bad.pt").split(), work)
@@ -419,6 +420,7 @@ def test_pickle_checkpoint_prints_our_line_alone(work):
     assert not (work / "out").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_training_is_one_line(work):
     write_params(work / "params.yaml", tiny_params(epochs=200))
     # SIG_DFL: a shell that starts tests in the background makes its children ignore SIGINT.
@@ -495,6 +497,7 @@ def _workflow(tmp_path: Path, change=None) -> Path:
     return copy_workflow(tmp_path / "wf", params)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, phrase", [
     (lambda p: p["datasets"]["digits"].update(labelled=5000), "labelled = 5000"),
     (lambda p: p["datasets"]["cifar10"].update(labelled=60000), "labelled = 60000"),
@@ -506,6 +509,7 @@ def test_dry_run_refuses_what_the_split_step_would(tmp_path, env, change, phrase
     assert result.returncode != 0 and len(lines) == 1 and phrase in lines[0], result.stderr
 
 
+@pytest.mark.slow
 def test_dry_run_checks_a_present_cifar_archive(tmp_path, env):
     folder = _workflow(tmp_path)
     (folder / "data" / "raw").mkdir(parents=True)
@@ -523,6 +527,7 @@ def test_dry_run_reports_malformed_yaml_with_its_line(tmp_path, env):
     assert result.returncode != 0 and len(lines) == 1 and "line 3, column 2" in lines[0], result.stderr
 
 
+@pytest.mark.slow
 def test_configfile_with_fewer_experiments_is_the_whole_config(tmp_path, env):
     folder = _workflow(tmp_path)
     mine = real_params()

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.test_losses import slow_nt_xent, slow_supcon_both_views
+from tests.unit.test_losses import slow_nt_xent, slow_supcon_both_views
 from wscat.attacks import frozen_batchnorm_stats, pgd
 from wscat.config import load_schema
 from wscat.losses import cross_entropy, dynamic_contrastive_loss, kl_divergence

@@ -15,8 +15,8 @@ import pytest
 import torch
 import yaml
 
-from tests.archives import write_cifar10
-from tests.test_workflow import BIN, ROOT, copy_workflow, job_counts, real_params, run
+from tests.helpers.archives import write_cifar10
+from tests.workflow.test_workflow import BIN, ROOT, copy_workflow, job_counts, real_params, run
 from wscat.config import load_params
 from wscat.data import load_dataset
 from wscat.data.sources.cifar import CIFAR10
@@ -96,10 +96,11 @@ def test_the_real_params_define_the_proxy_tier() -> None:
     assert paper.tier_figures(params, PROXY) == []
 
 
+@pytest.mark.slow
 def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> None:
     workdir = copy_workflow(tmp_path, real_params())
     (workdir / "data/raw").mkdir(parents=True)
-    # A dry run checks the archive's md5 (tests/test_bad_input.py); this one reads the DAG only.
+    # A dry run checks the archive's md5 (tests/workflow/test_bad_input.py); this one reads the DAG only.
     (workdir / "data/raw/cifar-10-python.tar.gz").write_bytes(b"")
     result = run([str(BIN / "snakemake"), "-n", "-p", "--cores", "4", "--resources", "gpu=1", "--",
                   f"results/tables/{PROXY}.tex", f"results/paper/{PROXY}/index.md"], workdir,
@@ -133,6 +134,7 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
                if name.startswith(("train", "evaluate")))
 
 
+@pytest.mark.slow
 def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(archive, tmp_path: Path) -> None:
     """Three of the six methods (every kind of step; the six ran by hand on the same config)."""
     raw, md5 = archive

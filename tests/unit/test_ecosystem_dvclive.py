@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from wscat.config import RunConfig
 from wscat.data import load_dataset, make_split
 from wscat.data.training_data import training_data

@@ -17,14 +17,15 @@ import pytest
 import torch
 import yaml
 
-from tests.tiny import tiny_params
+from tests.helpers.tiny import tiny_params
 from workflow.scripts.report_screenshot import find_chromium, screenshot
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 GIT = ["git", "-c", "user.name=wscat-test", "-c", "user.email=wscat-test@example.invalid"]
 METHODS = ["trades", "wscat"]  # WSCAT brings its labeler, Mean Teacher
 ATTACKS = ["Natural", "FGSM", "PGD", "CW", "AA", "Mean"]
+pytestmark = pytest.mark.slow  # every test reads the `repo` fixture's `dvc repro`
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str],

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiny import ROOT, tiny_params, write_params
+from tests.helpers.tiny import ROOT, tiny_params, write_params
 
 WSCAT = [sys.executable, "-m", "wscat"]
 
@@ -91,6 +91,7 @@ def test_unknown_method_and_dataset(workdir):
     assert not (workdir / "m").exists()
 
 
+@pytest.mark.slow
 def test_missing_and_truncated_checkpoints(workdir):
     assert wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz",
                  cwd=workdir).returncode == 0
@@ -105,6 +106,7 @@ def test_missing_and_truncated_checkpoints(workdir):
     assert not (workdir / "m.json").exists()
 
 
+@pytest.mark.slow
 def test_same_params_and_seed_give_identical_metrics(workdir):
     assert wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz",
                  cwd=workdir).returncode == 0

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # the venv running the tests: snakemake, dvc, wscat
 DVC_YAML = [sys.executable, str(ROOT / "workflow" / "scripts" / "dvc_yaml.py")]
 README_LINE = ["snakemake", "--cores", "1", "--resources", "gpu=1", "--", "results/tables/digits.tex"]
@@ -54,6 +54,7 @@ def job_counts(stdout: str) -> dict[str, int]:
 
 # --- fast: the DAG --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_dry_run_lists_every_job_of_the_real_params(tmp_path: Path, env: dict[str, str]) -> None:
     params = real_params()
     # The paper's datasets have no archives here: skip the DAG-time archive check (tested in
@@ -133,17 +134,22 @@ def test_bad_params_stop_the_dry_run_with_one_line(tmp_path: Path, env: dict[str
 
 # --- fast: dvc.yaml is generated from the DAG ---------------------------------------------------
 
+@pytest.mark.slow
 def test_dvc_yaml_is_up_to_date_with_the_snakemake_dag(env: dict[str, str]) -> None:
     result = run([*DVC_YAML, "--check"], ROOT, env)
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_an_edited_dvc_yaml_is_detected(tmp_path: Path, env: dict[str, str]) -> None:
+    # On a one-experiment copy: the real params' DAG (ten experiments) is built by the test above.
+    root = copy_workflow(tmp_path / "wf", tiny_params())
+    assert run([*DVC_YAML, "--root", str(root)], ROOT, env).returncode == 0
     edited = tmp_path / "dvc.yaml"
-    text = (ROOT / "dvc.yaml").read_text()
+    text = (root / "dvc.yaml").read_text()
     edited.write_text(re.sub(r"\n *- results/metrics/[^\n]*seed1\.json:\n[^\n]*\n[^\n]*", "", text, count=1))
     assert edited.read_text() != text
-    result = run([*DVC_YAML, "--check", "--output", str(edited)], ROOT, env)
+    result = run([*DVC_YAML, "--check", "--root", str(root), "--output", str(edited)], ROOT, env)
     assert result.returncode == 1
     assert "out of date" in result.stderr.strip().splitlines()[-1]
 
@@ -179,6 +185,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]):
     return workdir, run(README_LINE, workdir, env)
 
 
+@pytest.mark.slow
 def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
     workdir, result = tiny_run
     logs = "\n".join(f"--- {log}\n{log.read_text()[-2000:]}" for log in workdir.glob("results/logs/**/*.log"))
@@ -208,6 +215,7 @@ def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
     assert sorted(summary) == sorted(methods)
 
 
+@pytest.mark.slow
 def test_dvc_repro_reruns_only_the_changed_method(tiny_run, env: dict[str, str]) -> None:
     workdir, result = tiny_run
     assert result.returncode == 0, "the README line failed; see test_readme_line_builds_the_table"

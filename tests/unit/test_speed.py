@@ -89,6 +89,7 @@ def test_bf16_leaves_fp32_runs_untouched() -> None:
     assert torch.equal(torch.stack(first_losses), torch.stack(second_losses))
 
 
+@pytest.mark.slow
 def test_compile_gives_the_eager_result_and_eager_checkpoint_keys() -> None:
     eager, _, eager_losses = _steps(TRADES, steps=1)
     compiled, _, compiled_losses = _steps(TRADES, compile=True, steps=1)

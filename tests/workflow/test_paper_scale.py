@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.archives import write_cifar10
-from tests.test_workflow import BIN, copy_workflow, job_counts, real_params, run
+from tests.helpers.archives import write_cifar10
+from tests.workflow.test_workflow import BIN, copy_workflow, job_counts, real_params, run
 from wscat.config import method_for
 
 TABLE = "results/tables/cifar10.tex"
 GPU_LINE = [str(BIN / "snakemake"), "--cores", "1", "--resources", "gpu=1", "--", TABLE]
+pytestmark = pytest.mark.slow  # a Snakemake DAG of the paper scale in every test
 
 
 def _expected_jobs(params: dict, experiment: str) -> Counter:
@@ -30,7 +31,7 @@ def _with_placed_archive(tmp_path: Path, params: dict) -> Path:
     workdir = copy_workflow(tmp_path, params)
     (workdir / "data/raw").mkdir(parents=True)
     # An empty stand-in: these tests read the DAG (WSCAT_SKIP_ARCHIVE_CHECK); the md5 check of a
-    # placed archive is tests/test_bad_input.py's.
+    # placed archive is tests/workflow/test_bad_input.py's.
     (workdir / "data/raw/cifar-10-python.tar.gz").write_bytes(b"")
     return workdir
 
@@ -98,7 +99,7 @@ def test_tiny_cifar10_runs_end_to_end_from_an_official_format_archive(tmp_path: 
         rows = list(csv.DictReader(handle))
     assert Counter(row["metric"] for row in rows) == {
         a: len(methods) for a in ("Natural", "FGSM", "PGD", "CW", "AA", "Mean")}  # the extras:
-    # the paper targets' (tests/test_paper.py)
+    # the paper targets' (tests/workflow/test_paper.py)
     metrics = json.loads((workdir / "results/metrics/cifar10/wrn-10-1/wscat/seed1.json").read_text())
     assert metrics["manifest"]["n_examples"] == 20
     assert metrics["manifest"]["eps"] == pytest.approx(8 / 255)

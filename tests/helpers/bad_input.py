@@ -1,4 +1,4 @@
-"""Makers of bad inputs for tests/test_bad_input.py: each writes one broken file into a work folder
+"""Makers of bad inputs for tests/workflow/test_bad_input.py: each writes one broken file into a work folder
 that already holds a good params.yaml, split (s.npz), pseudo-labels (p.npz) and checkpoint
 (run/best.pt)."""
 from __future__ import annotations
