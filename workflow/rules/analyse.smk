@@ -2,18 +2,12 @@
 (embeddings, cosine similarities, t-SNE) and written to a file the paper_figure rule reads."""
 
 
-def get_analysis_input(wildcards):
-    """The checkpoints and split one analysis file is computed from."""
-    return paper_files.analysis_inputs(
-        config, wildcards.tier, wildcards.figure, wildcards.dataset
-    )
-
-
 rule analyse:
     """Embeddings of one dataset of a paper tier: cos(f(x), f(x')) per AE (Fig-similarity) or
     their t-SNE (Fig-feature)."""
     input:
-        or_stop(get_analysis_input),
+        # the checkpoints and the split the file is computed from
+        or_stop(lambda w: paper_files.analysis_inputs(config, w.tier, w.figure, w.dataset)),
     output:
         paths.ANALYSIS,
     log:
