@@ -2,7 +2,7 @@
 configuration, not copies.
 
 A method's knobs are the keyword arguments of its constructor; params.schema.yaml says which of
-them each objective requires (tests/test_methods.py checks that the two agree), and
+them each objective requires (tests/unit/test_methods.py checks that the two agree), and
 `build_method` passes the resolved params.yaml entry's values for exactly those names.
 """
 from __future__ import annotations
