@@ -122,7 +122,7 @@ def train_method(method: str, *, out_dir: str | Path, dataset: str = "digits", m
 def load_model(checkpoint: str | Path, device: str | torch.device = "cpu"
                ) -> tuple[nn.Module, dict[str, Any]]:
     """A checkpoint's EMA model in eval mode, and its metadata (dataset, method, seed, ...)."""
-    return inference.load_model(Path(checkpoint), torch.device(device))
+    return inference.load_model(Path(checkpoint), pick_device(device))
 
 
 def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.yaml",

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from wscat.checkpoint import CheckpointError, check_model, load_checkpoint, load_weights, model_spec
-from wscat.models import build_model
 from wscat.data import to_unit
+from wscat.models import build_model
 
 
 def load_model(checkpoint: Path, device: torch.device, *, model: str | None = None,

@@ -92,9 +92,8 @@ def training_inputs(params: dict[str, Any], dataset: str, model: str, method: st
             inputs["labeler_checkpoint"] = paths.Run(dataset, model, knobs["generated_labeler"],
                                                      seed).checkpoint()
     if knobs["data"] == "pseudo":
-        pseudo = paths.PSEUDO_LABELS
-        inputs["pseudo"] = pseudo.format(dataset=dataset, model=model, labeler=knobs["labeler"],
-                                         seed=seed)
+        inputs["pseudo"] = paths.fill(paths.PSEUDO_LABELS, dataset=dataset, model=model,
+                                      labeler=knobs["labeler"], seed=seed)
     return inputs
 
 

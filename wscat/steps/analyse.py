@@ -18,7 +18,7 @@ import torch
 
 from wscat import analysis
 from wscat.config import ConfigError, method_for
-from wscat.data import load_dataset, load_split, to_unit
+from wscat.data import load_dataset, load_split
 from wscat.io import atomic_path
 from wscat.inference import load_model
 from wscat.report import paper
@@ -38,8 +38,7 @@ def _entry(params: dict[str, Any], tier: str, dataset: str) -> dict[str, Any]:
 def _images(params: dict[str, Any], dataset: str, indices: np.ndarray, device: torch.device
             ) -> tuple[torch.Tensor, torch.Tensor]:
     source = load_dataset(dataset, params["datasets"][dataset])
-    index = torch.as_tensor(indices)
-    return to_unit(source.images[index].to(device)), source.labels[index]
+    return source.take(torch.as_tensor(indices), device)
 
 
 def similarity(params: dict[str, Any], tier: str, entry: dict[str, Any], root: str,
@@ -83,7 +82,7 @@ def feature(params: dict[str, Any], tier: str, entry: dict[str, Any], root: str,
     for run in runs:
         model, _ = load_model(Path(run.checkpoint(root)), device)
         points.append(analysis.tsne(analysis.features(model, x), seed=spec["seed"]))
-    return {"methods": np.array(spec["methods"]), "index": chosen, "label": y.numpy(),
+    return {"methods": np.array(spec["methods"]), "index": chosen, "label": y.cpu().numpy(),
             "tsne": np.stack(points),
             "manifest": _manifest(tier, "Fig-feature", dataset,
                                   [run.checkpoint(root) for run in runs], spec["seed"])}

@@ -19,7 +19,6 @@ from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite
 from wscat.inference import load_model
 from wscat.io import check_writable, write_json
 from wscat.provenance import versions
-from wscat.data import to_unit
 from wscat.training.speed import autocast, configure_backend
 
 PARTS = ("all", "core", "extra")
@@ -107,7 +106,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     source = load_dataset(dataset, threat)
     check_split_fits(split, len(source.labels), split_path)
     test = _evaluated_test_set(split, source.labels, evaluation)
-    x, y = to_unit(source.images[test].to(device)), source.labels[test].to(device)
+    x, y = source.take(test, device)
     shard_dir = out.with_name(out.name + ".shards")
     started = time.perf_counter()
     configure_backend(device, deterministic=run.training["deterministic"])

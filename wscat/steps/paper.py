@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from wscat import paths
 from wscat.io import write_text
 from wscat.report import paper
 
@@ -56,7 +57,7 @@ def run_index(params: dict[str, Any], *, tier: str, results: str, out: Path) -> 
 
 def index(params: dict[str, Any], tier: str, root: str) -> str:
     """A Markdown list of a tier's tables, companions, figures and training curves."""
-    out = Path(root) / "paper" / tier
+    out = Path(paths.fill(paths.PAPER, root, tier=tier))
     lines = [f"# The paper's tables and figures: tier `{tier}`", "",
              "Rebuild: `snakemake --cores 2 -- " + f"{out}/index.md`", ""]
     for path in paper.tier_outputs(params, tier, root):

@@ -7,13 +7,12 @@ from typing import Any
 
 import torch
 
+from wscat.analysis import validation_accuracies
 from wscat.config import RunConfig, evaluation_for
 from wscat.data import load_dataset
 from wscat.data.split import load_split_of
 from wscat.inference import load_model
 from wscat.io import write_json
-from wscat.analysis import validation_accuracies
-from wscat.data import to_unit
 
 
 def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
@@ -24,8 +23,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     split = load_split_of(split_path, dataset, seed)
     net, meta = load_model(checkpoint, device)
     source = load_dataset(dataset, params["datasets"][dataset])
-    indices = torch.as_tensor(split.validation)
-    x, y = to_unit(source.images[indices].to(device)), source.labels[indices].to(device)
+    x, y = source.take(torch.as_tensor(split.validation), device)
     evaluation = evaluation_for(params, dataset)
     accuracies = validation_accuracies(net, x, y, eps=run.data["eps"],
                                        step_size=run.data["eval_step_size"],

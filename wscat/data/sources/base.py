@@ -37,6 +37,11 @@ class ImageDataset:
     def image_shape(self) -> tuple[int, int, int]:
         return tuple(self.images.shape[1:])  # type: ignore[return-value]
 
+    def take(self, indices: Any, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Images `indices` in [0,1] and their labels, on `device` (what a step attacks or
+        embeds)."""
+        return to_unit(self.images[indices].to(device)), self.labels[indices].to(device)
+
 
 def as_unit_float(x: torch.Tensor) -> torch.Tensor:
     """uint8 images -> float32 in [0, 1]; floating images are returned unchanged."""
