@@ -226,10 +226,55 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
     return lines + ["", verdict, ""]
 
 
+DEMO_SNAKEMAKE_S, INSTALL_S, BUDGET_S = 330.0, 60.0, 540.0  # the rule in SEEDS_HEAD
+
+
+def seeds_summary(rows: list[dict[str, str]]) -> list[str]:
+    """Stage `seeds`: per setting the issue's test, its margin, the estimated `make demo` time,
+    and the setting the rule in SEEDS_HEAD picks."""
+    def cpu(setting: str, methods: tuple[str, ...]) -> float:
+        return sum(float(r["train_s"]) + float(r["eval_s"]) for r in rows
+                   if r["setting"] == setting and r["method"] in methods)
+
+    five = ("standard", "mt", "trades", "rst", "wscat")
+    base = next(r["setting"] for r in rows if r["width"] == "16")
+    scale = DEMO_SNAKEMAKE_S / (cpu(base, five) + cpu(base, ("wscat",)))
+    lines = [SEEDS_HEAD, "| setting | TRADES | RST | WSCAT | TRADES, every label | RST − TRADES"
+             " | WSCAT − TRADES | 3 × larger std | passes | margin | est. demo s (without "
+             "WSCAT-sup) |", "|---|---|---|---|---|---:|---:|---:|---|---:|---|"]
+    picks = []
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        mine = [r for r in rows if r["setting"] == setting]
+        stats = {m: _mean_std([float(r["Mean"]) for r in mine if r["method"] == m])
+                 for m in ("trades", "rst", "wscat", "trades-full")}
+        gaps = {m: stats[m][0] - stats["trades"][0] for m in ("rst", "wscat")}
+        bound = 3 * max(s for _, s in (stats["trades"], stats["rst"], stats["wscat"]))
+        passes = all(gap >= 8 and gap > bound for gap in gaps.values())
+        margin = min(gaps.values()) - max(8.0, bound)
+        with_sup = INSTALL_S + scale * (cpu(setting, five) + cpu(setting, ("wscat",)))
+        without = INSTALL_S + scale * cpu(setting, five)
+        if passes and without <= BUDGET_S:
+            picks.append((margin, setting, with_sup <= BUDGET_S))
+        lines.append(f"| {setting} | " + " | ".join(f"{mean:.2f} ± {std:.2f}"
+                                                    for mean, std in stats.values())
+                     + f" | {gaps['rst']:+.2f} | {gaps['wscat']:+.2f} | {bound:.2f} | "
+                     f"{'yes' if passes else 'no'} | {margin:+.2f} | {with_sup:.0f} "
+                     f"({without:.0f}) |")
+    if picks:
+        margin, setting, sup = max(picks)
+        verdict = (f"The rule picks **{setting}** (margin {margin:+.2f}), "
+                   + ("with" if sup else "without") + " the WSCAT-sup column.")
+    else:
+        verdict = f"No setting that fits passes: the demo keeps {base} (the rule's last branch)."
+    return lines + ["", verdict, ""]
+
+
 def render(page: Path) -> None:
     """docs/demo-calibration.md from the CSVs: per stage, one row per setting (and eps)."""
     lines = [PAGE_HEAD]
-    for path in sorted(RESULTS.glob("demo-calibration-*.csv")):
+    order = list(SETTINGS)  # eps, settings, seeds: the order they ran in
+    for path in sorted(RESULTS.glob("demo-calibration-*.csv"),
+                       key=lambda p: order.index(p.stem.removeprefix("demo-calibration-"))):
         with open(path, newline="") as handle:
             rows = list(csv.DictReader(handle))
         if not rows:
@@ -256,6 +301,8 @@ def render(page: Path) -> None:
         lines.append("")
         if stage == "settings":
             lines += summary(rows)
+        elif stage == "seeds":
+            lines += seeds_summary(rows)
     page.write_text("\n".join(lines))
     print(f"wrote {page}")
 
