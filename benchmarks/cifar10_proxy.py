@@ -10,6 +10,13 @@ summary.md (machine, timings, tables) and results.tar.gz (tables, metrics, logs,
 
     python benchmarks/cifar10_proxy.py --npz data/proxy/cifar10-proxy.npz --seed 1 --out "$OUT"
     python benchmarks/cifar10_proxy.py --params tiny.yaml --jobs 2 --out /tmp/proxy   # a CPU check
+
+Rerunning the same command continues where the last call stopped: a step whose output files are
+all in --results (results/, git-ignored, so it stays on a warm lent machine) is kept, not rerun
+("kept" in the progress and the summary); a step killed at --deadline left none of its outputs
+and runs again, resuming (training from <model dir>/resume/, AutoAttack from its finished shards
+in <metrics>.shards/). To start over, delete --results (or pass another); with other params
+(e.g. --epochs) than the ones --results was made with, the script stops and says so.
 """
 from __future__ import annotations
 
@@ -76,7 +83,7 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
     common = ["--params", str(params_file), "--dataset", dataset, "--seed", str(seed)]
     split = paper.Run(dataset, "", "", seed).split(root)
     logs = results / "logs" / "proxy"
-    jobs = [Job("split", [*wscat, "split", *common, "--out", split])]
+    jobs = [Job("split", [*wscat, "split", *common, "--out", split], [], [Path(split)])]
     labelers = [m for m in dict.fromkeys(method_for(params, m, dataset).get("labeler")
                                          for m in methods) if m]
     order = labelers + [m for m in methods if m not in labelers
@@ -92,23 +99,27 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
         if labeler:
             argv += ["--pseudo", f"{root}/pseudo/{dataset}/{model}/{labeler}/seed{seed}.npz"]
             deps.append(f"pseudo-label {labeler}")
-        jobs.append(Job(f"train {method}", argv, deps))
+        model_dir = Path(run.model_dir(root))  # what a finished training leaves (resume/ goes)
+        jobs.append(Job(f"train {method}", argv, deps,
+                        [model_dir / name for name in ("best.pt", "last.pt", "train_log.csv")]))
         if method in labelers:
             out = f"{root}/pseudo/{dataset}/{model}/{method}/seed{seed}"
             jobs.append(Job(f"pseudo-label {method}", [
                 *wscat, "pseudo-label", *common, "--model", model, "--labeler", method,
                 "--split", split, "--checkpoint", run.checkpoint(root), "--out", f"{out}.npz",
-                "--metrics", f"{out}.json", "--threads", str(threads)], [f"train {method}"]))
+                "--metrics", f"{out}.json", "--threads", str(threads)], [f"train {method}"],
+                [Path(f"{out}.npz"), Path(f"{out}.json")]))
     for method in reversed(order):  # the semi-supervised runs finish last: evaluate them first
         run = paper.Run(dataset, model, method, seed)
         evaluate = [*wscat, "evaluate", *common, "--model", model, "--method", method,
                     "--split", split, "--checkpoint", f"{run.model_dir(root)}/{checkpoint}.pt",
                     "--threads", str(threads)]
         jobs.append(Job(f"evaluate {method}", [*evaluate, "--part", "core", "--out",
-                                               run.metrics(root)], [f"train {method}"]))
+                                               run.metrics(root)], [f"train {method}"],
+                        [Path(run.metrics(root))]))
         jobs.append(Job(f"evaluate-extra {method}", [
             *evaluate, "--part", "extra", "--core", run.metrics(root), "--out", run.extra(root)],
-            [f"evaluate {method}"]))
+            [f"evaluate {method}"], [Path(run.extra(root))]))
     jobs += report_jobs(params, params_file, seed, results, wscat)
     for job in jobs:
         job.log = logs / (job.name.replace(" ", "-") + ".log")
@@ -125,40 +136,64 @@ def report_jobs(params: dict[str, Any], params_file: Path, seed: int, results: P
     core = [f"evaluate {m}" for m in methods]
     evaluated = core + [f"evaluate-extra {m}" for m in methods]
     tables = f"{root}/tables/{EXPERIMENT}"
+    written = {"--tex": f"{tables}.tex", "--csv": f"{tables}.csv",
+               "--summary": f"{root}/metrics/{EXPERIMENT}.json", "--md": f"{tables}.md",
+               "--paired-csv": f"{tables}-paired.csv", "--paired-tex": f"{tables}-paired.tex"}
     jobs = [Job("table", [*wscat, "table", "--params", str(params_file), "--experiment",
-                          EXPERIMENT, "--tex", f"{tables}.tex", "--csv", f"{tables}.csv",
-                          "--summary", f"{root}/metrics/{EXPERIMENT}.json", "--md", f"{tables}.md",
-                          "--paired-csv", f"{tables}-paired.csv",
-                          "--paired-tex", f"{tables}-paired.tex",
-                          *[run.metrics(root) for run in runs]], core)]
+                          EXPERIMENT, *[a for item in written.items() for a in item],
+                          *[run.metrics(root) for run in runs]], core,
+                [Path(path) for path in written.values()])]
     out = f"{root}/paper/{TIER}"
     for label in paper.table_labels(params, TIER):
         jobs.append(Job(f"paper-table {label}", [
             *wscat, "paper-table", "--params", str(params_file), "--tier", TIER, "--label", label,
             "--tex", f"{out}/{label}.tex", "--csv", f"{out}/{label}.csv", "--results", root],
-            evaluated if label != "Tab-datasets" else ["split"]))
+            evaluated if label != "Tab-datasets" else ["split"],
+            [Path(f"{out}/{label}.tex"), Path(f"{out}/{label}.csv")]))
         if paper.has_companion(params, TIER, label):
             cells = paper.paper_cells(params, TIER, label)
             jobs.append(Job(f"paper-compare {label}", [
                 *wscat, "paper-compare", "--label", label, "--table-csv", f"{out}/{label}.csv",
                 "--tex", f"{out}/{label}-vs-paper.tex", "--csv", f"{out}/{label}-vs-paper.csv",
-                *(["--paper-cells", *cells] if cells else [])], [f"paper-table {label}"]))
+                *(["--paper-cells", *cells] if cells else [])], [f"paper-table {label}"],
+                [Path(f"{out}/{label}-vs-paper.tex"), Path(f"{out}/{label}-vs-paper.csv")]))
     for run in runs:
         jobs.append(Job(f"curves {run.method}", [
             *wscat, "curves", "--train-log", run.train_log(root), "--out", run.curves(root),
             "--title", f"{dataset} / {model} / {run.method} / seed {seed}"],
-            [f"train {run.method}"]))
+            [f"train {run.method}"], [Path(run.curves(root) + ".pdf"),
+                                      Path(run.curves(root) + ".png")]))
     return jobs
 
 
-def epoch_note(job: Job) -> str:
-    """'epoch k' of a running training job, read from its train_log.csv."""
+def epoch_note(job: Job, epochs: int | None = None) -> str:
+    """'(epoch k/epochs done)' of a running training job: while it trains, from the DVCLive
+    summary the trainer rewrites after every epoch (<out-dir>/dvclive/metrics.json, whose "step"
+    is the 1-based epoch); once it has finished, from its train_log.csv; '(epoch 1)' before the
+    first epoch ends."""
     if not job.name.startswith("train "):
         return ""
-    log = Path(job.argv[job.argv.index("--out-dir") + 1]) / "train_log.csv"
-    if not log.is_file():
+    out_dir = Path(job.argv[job.argv.index("--out-dir") + 1])
+    done = _live_step(out_dir / "dvclive" / "metrics.json") or _logged(out_dir / "train_log.csv")
+    if not done:
         return "(epoch 1)"
-    return f"(epoch {len(log.read_text().splitlines())} done)"
+    return f"(epoch {done}{f'/{epochs}' if epochs else ''} done)"
+
+
+def _live_step(summary: Path) -> int:
+    """The step of a DVCLive summary; 0 where there is none (or it is being rewritten)."""
+    try:
+        return int(json.loads(summary.read_text()).get("step", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+
+
+def _logged(train_log: Path) -> int:
+    """The epochs a train_log.csv holds (its rows, not its header); 0 where there is none."""
+    if not train_log.is_file():
+        return 0
+    with open(train_log, newline="") as handle:
+        return sum(1 for _ in csv.DictReader(handle))
 
 
 def wide(path: Path, cell: str = "mean") -> str:
@@ -200,8 +235,13 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
                f"- model {experiment['model']}, {training['epochs']} epochs, "
                f"{training['precision']}, channels_last {training['channels_last']}, "
                f"deterministic {training['deterministic']}\n- wall time {elapsed:.0f} s\n\n"
-               "## Steps\n\n| step | status | seconds |\n|---|---|---|\n")
-    text.writelines(f"| {job.name} | {job.status} | {job.seconds:.0f} |\n" for job in jobs)
+               "## Steps\n\n")
+    if any(job.kept for job in jobs):
+        text.write("kept: done by an earlier call on the same results; its outputs were there, "
+                   "so it did not run again (0 s here).\n\n")
+    text.write("| step | status | seconds |\n|---|---|---|\n")
+    text.writelines(f"| {job.name} | {'kept' if job.kept else job.status} | {job.seconds:.0f} |\n"
+                    for job in jobs)
     for name, path, cell in (
             ("Table 2, accuracy (%)", out / "Tab-RQ1-CIFAR10.csv", "mean"),
             ("Ours / the paper's CIFAR-10 WRN-28-10 (Table 2)",
@@ -271,15 +311,21 @@ def main() -> int:
     params = proxy_params(yaml.safe_load(args.params.read_text()), seed=args.seed,
                           npz=args.npz.resolve() if args.npz else None, epochs=args.epochs)
     params_file = args.results / "proxy" / "params.yaml"
-    write_text(params_file, yaml.safe_dump(params, sort_keys=False))
+    text = yaml.safe_dump(params, sort_keys=False)
+    if params_file.is_file() and params_file.read_text() != text:
+        sys.exit(f"cifar10_proxy: {args.results} was made with other params than these "
+                 f"({params_file}); its steps would be kept though stale. Delete it (or pass "
+                 "another --results) to start over.")
+    write_text(params_file, text)
     params = load_params(params_file)  # validated, as every step reads it
     say(f"CIFAR-10 proxy, seed {args.seed}, on {machine()}; params {params_file}")
     jobs = build_jobs(params, params_file, args.seed, args.results, args.threads)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]), "PYTHONUNBUFFERED": "1"}
     t0 = time.monotonic()
-    run_jobs(jobs, parallel=args.jobs, say=say, deadline_s=args.deadline, status=epoch_note,
-             env=env)
+    epochs = params["training"][params["experiments"][EXPERIMENT]["dataset"]]["epochs"]
+    run_jobs(jobs, parallel=args.jobs, say=say, deadline_s=args.deadline,
+             status=lambda job: epoch_note(job, epochs), env=env)
     elapsed = time.monotonic() - t0
     dataset = params["experiments"][EXPERIMENT]["dataset"]
     write_text(args.out / "summary.md", summary(params, jobs, args.results, args.seed, args.npz,
@@ -287,8 +333,9 @@ def main() -> int:
     bundle(args.results, dataset, args.out / "results.tar.gz")
     for path in args.out.iterdir():  # atomic writes leave 0600 files; let any reader fetch them
         path.chmod(0o644)
-    done = sum(job.status == "done" for job in jobs)
-    say(f"{done} of {len(jobs)} steps done in {elapsed:.0f} s; {args.out}/summary.md")
+    done, kept = sum(job.status == "done" for job in jobs), sum(job.kept for job in jobs)
+    say(f"{done} of {len(jobs)} steps done in {elapsed:.0f} s"
+        + (f" ({kept} kept from an earlier call)" if kept else "") + f"; {args.out}/summary.md")
     return 0 if done == len(jobs) else 1
 
 

@@ -134,21 +134,34 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
                if name.startswith(("train", "evaluate")))
 
 
-@pytest.mark.slow
-def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(archive, tmp_path: Path) -> None:
-    """Three of the six methods (every kind of step; the six ran by hand on the same config)."""
-    raw, md5 = archive
-    params = tiny_proxy_params(raw, md5, ["standard", "mt", "wscat"])
-    base = tmp_path / "params.yaml"
-    base.write_text(yaml.safe_dump(params, sort_keys=False))
-    npz = _npz_of(load_dataset(PROXY, load_params(base)["datasets"][PROXY]), tmp_path / "p.npz")
-    out, results = tmp_path / "out", tmp_path / "results"
-    result = subprocess.run(
+def _proxy_script(tmp: Path, base: Path, npz: Path, results: Path, out: Path,
+                  *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--params", str(base),
          "--npz", str(npz), "--seed", "1", "--jobs", "2", "--threads", "1",
-         "--results", str(results), "--out", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+         "--results", str(results), "--out", str(out), *extra],
+        cwd=tmp, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def proxy_run(archive, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One call of the script on the tiny proxy: three of the six methods (every kind of step;
+    the six ran by hand on the same config)."""
+    raw, md5 = archive
+    tmp = tmp_path_factory.mktemp("proxy")
+    params = tiny_proxy_params(raw, md5, ["standard", "mt", "wscat"])
+    base = tmp / "params.yaml"
+    base.write_text(yaml.safe_dump(params, sort_keys=False))
+    npz = _npz_of(load_dataset(PROXY, load_params(base)["datasets"][PROXY]), tmp / "p.npz")
+    out, results = tmp / "out", tmp / "results"
+    result = _proxy_script(tmp, base, npz, results, out)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return {"tmp": tmp, "base": base, "npz": npz, "out": out, "results": results}
+
+
+@pytest.mark.slow
+def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(proxy_run) -> None:
+    out, results = proxy_run["out"], proxy_run["results"]
     used = yaml.safe_load((results / "proxy/params.yaml").read_text())
     assert used["datasets"][PROXY]["source"] == "npz"
     assert used["experiments"][PROXY]["seeds"] == [1]
@@ -170,6 +183,74 @@ def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(archive, tmp_path: P
     assert "done train wscat" in (out / "progress.log").read_text()
 
 
+@pytest.mark.slow
+def test_a_second_call_keeps_every_finished_step(proxy_run) -> None:
+    """Rerunning the command on the same results runs nothing again; other params stop it."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import build_jobs, epoch_note
+
+    tmp, results = proxy_run["tmp"], proxy_run["results"]
+    params = load_params(results / "proxy/params.yaml")
+    jobs = build_jobs(params, results / "proxy/params.yaml", 1, results, 1)
+    assert all(job.outputs and all(path.is_file() for path in job.outputs) for job in jobs)
+    train = next(job for job in jobs if job.name == "train wscat")
+    assert epoch_note(train, 1) == "(epoch 1/1 done)"  # the finished run's own files
+    before = {path: path.stat().st_mtime_ns for job in jobs for path in job.outputs}
+    logs = {job.log: job.log.read_text() for job in jobs}
+    again = tmp / "out-again"
+    result = _proxy_script(tmp, proxy_run["base"], proxy_run["npz"], results, again)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    progress = (again / "progress.log").read_text()
+    assert " start " not in progress
+    assert sorted(line.split("] ", 1)[1] for line in progress.splitlines() if "] kept " in line
+                  ) == sorted(f"kept {job.name} (outputs exist)" for job in jobs)
+    assert f"{len(jobs)} of {len(jobs)} steps done in 0 s ({len(jobs)} kept" in progress
+    assert {path: path.stat().st_mtime_ns for path in before} == before
+    assert {log: log.read_text() for log in logs} == logs  # the first call's step logs stay
+    summary = (again / "summary.md").read_text()
+    assert all(f"| {job.name} | kept | 0 |" in summary for job in jobs)
+    assert "| WSCAT |" in summary and "did not run again" in summary
+    with tarfile.open(again / "results.tar.gz") as tar:
+        assert f"results/metrics/{PROXY}/wrn-10-1/mt/seed1.json" in tar.getnames()
+    # Other params (here --epochs) than the results were made with: stop, keep nothing stale.
+    other = _proxy_script(tmp, proxy_run["base"], proxy_run["npz"], results, tmp / "out-other",
+                          "--epochs", "2")
+    assert other.returncode != 0 and "made with other params" in other.stderr
+    assert {path: path.stat().st_mtime_ns for path in before} == before
+
+
+def test_the_epoch_note_reads_a_training_in_progress(tmp_path: Path) -> None:
+    """Mid-training there is no train_log.csv yet: the note reads the DVCLive summary that the
+    trainer's logger (the same functions) rewrites after every epoch."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import epoch_note
+    from jobrunner import Job
+
+    from wscat.training.log import log_epoch, open_curves, write_log
+
+    out_dir = tmp_path / "models/run"
+    job = Job("train wscat", ["wscat", "train", "--out-dir", str(out_dir), "--threads", "1"])
+    assert epoch_note(job, 15) == "(epoch 1)"
+    live = open_curves(out_dir / "dvclive", [])
+    history = [{"epoch": epoch, "loss": 1.0 / epoch, "seconds": 3.0} for epoch in (1, 2, 3)]
+    for row in history[:2]:
+        log_epoch(live, row)
+    assert not (out_dir / "train_log.csv").exists()
+    assert epoch_note(job, 15) == "(epoch 2/15 done)"
+    assert epoch_note(job) == "(epoch 2 done)"
+    # A resumed run rebuilds its curves from the checkpoint's history, then goes on.
+    live = open_curves(out_dir / "dvclive", history[:2])
+    log_epoch(live, history[2])
+    assert epoch_note(job, 15) == "(epoch 3/15 done)"
+    # Finished: train_log.csv (its rows, not its header) where the curves are gone.
+    write_log(out_dir / "train_log.csv", history)
+    (out_dir / "dvclive/metrics.json").unlink()
+    assert epoch_note(job, 15) == "(epoch 3/15 done)"
+    (out_dir / "dvclive/metrics.json").write_text("{\"lr\": 0.1, ")  # caught mid-rewrite
+    assert epoch_note(job, 15) == "(epoch 3/15 done)"
+    assert epoch_note(Job("evaluate wscat", ["wscat", "evaluate"])) == ""
+
+
 def test_the_job_runner_skips_after_a_failure_and_stops_at_its_deadline(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from jobrunner import Job, run_jobs
@@ -184,3 +265,34 @@ def test_the_job_runner_skips_after_a_failure_and_stops_at_its_deadline(tmp_path
     run_jobs(jobs, parallel=2, say=said.append, deadline_s=3.0)
     assert [job.status for job in jobs] == ["done", "failed", "skipped", "killed"]
     assert any("killed slow" in line for line in said)
+
+
+def test_the_job_runner_keeps_the_jobs_whose_outputs_exist(tmp_path: Path) -> None:
+    """A job is kept (done, 0 s, not run) when its outputs exist and nothing it needs ran again;
+    a job after one that ran reruns, and one without outputs always runs."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from jobrunner import Job, run_jobs
+
+    def writes(name: str) -> list[str]:  # a job that leaves a trace of having run
+        return [sys.executable, "-c", f"open({str(tmp_path / name)!r}, 'w').write('ran')"]
+
+    for name in ("a.out", "c.out", "first.out", "later.out"):
+        (tmp_path / name).write_text("earlier")
+    jobs = [Job("later", writes("later.ran"), ["first"], [tmp_path / "later.out"]),
+            Job("first", writes("first.ran"), [], [tmp_path / "first.out"]),
+            Job("a", writes("a.ran"), [], [tmp_path / "a.out"]),
+            Job("b", writes("b.out"), ["a"], [tmp_path / "b.out"]),
+            Job("c", writes("c.ran"), ["b"], [tmp_path / "c.out"]),
+            Job("d", writes("d.ran"), ["a"])]
+    for job in jobs:
+        job.log = tmp_path / f"{job.name}.log"
+    said: list[str] = []
+    run_jobs(jobs, parallel=2, say=said.append)
+    assert [(job.name, job.status, job.kept) for job in jobs] == [
+        ("later", "done", True), ("first", "done", True), ("a", "done", True),
+        ("b", "done", False), ("c", "done", False), ("d", "done", False)]
+    assert sorted(path.name for path in tmp_path.glob("*.ran")) == ["c.ran", "d.ran"]
+    assert (tmp_path / "b.out").read_text() == "ran"
+    assert [line.split("] ", 1)[1] for line in said if "] kept " in line] == [
+        "kept first (outputs exist)", "kept a (outputs exist)", "kept later (outputs exist)"]
+    assert all(job.seconds == 0 for job in jobs if job.kept)
