@@ -300,7 +300,7 @@ def main() -> int:
                         help="the proxy's images as one npz (offline source; default: the archive)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=None, help="override training epochs")
-    parser.add_argument("--jobs", type=int, default=4, help="steps at once (they share the GPU)")
+    parser.add_argument("--jobs", type=int, default=6, help="steps at once (they share the GPU)")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads per step")
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "proxy-out")))
