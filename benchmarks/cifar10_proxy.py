@@ -45,7 +45,7 @@ if any(importlib.util.find_spec(name) is None for name in MISSING):
 
 from jobrunner import Job, echo, run_jobs, tail  # noqa: E402
 
-from wscat.config import evaluation_for, load_params, method_for  # noqa: E402
+from wscat.config import evaluation_for, load_params, method_for, training_for  # noqa: E402
 from wscat.io import atomic_path, write_text  # noqa: E402
 from wscat.report import paper  # noqa: E402
 
@@ -67,8 +67,15 @@ def proxy_params(base: dict[str, Any], *, seed: int, npz: Path | None,
         for key in ("root", "download", "md5"):  # the archive's knobs
             entry.pop(key, None)
         entry.update(source="npz", path=str(npz), mean=list(CIFAR10.mean), std=list(CIFAR10.std))
-    if epochs is not None:
-        params["training"][dataset]["epochs"] = epochs
+    if epochs is not None:  # every run, the per-method schedules (Mean Teacher's) too
+        training = params["training"][dataset]
+        training["epochs"] = epochs
+        for method, knobs in list((training.get("per_method") or {}).items()):
+            knobs.pop("epochs", None)
+            if not knobs:
+                del training["per_method"][method]
+        if not training.get("per_method", True):
+            del training["per_method"]
     return params
 
 
@@ -232,7 +239,7 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
     text.write(f"# CIFAR-10 proxy, seed {seed}\n\n- machine: {machine()}\n"
                f"- data: {npz or params['datasets'][dataset].get('root', 'data/raw')} "
                f"(subset {params['datasets'][dataset].get('subset')})\n"
-               f"- model {experiment['model']}, {training['epochs']} epochs, "
+               f"- model {experiment['model']}, {training['epochs']} epochs{_longer(params)}, "
                f"{training['precision']}, channels_last {training['channels_last']}, "
                f"deterministic {training['deterministic']}\n- wall time {elapsed:.0f} s\n\n"
                "## Steps\n\n")
@@ -262,6 +269,14 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
         if job.status in ("failed", "killed"):
             text.write(f"\n## {job.name}: {job.status}\n\n```\n{tail(job.log)}\n```\n")
     return text.getvalue()
+
+
+def _longer(params: dict[str, Any]) -> str:
+    """' (mt: 60)': the methods whose schedule differs (training.<dataset>.per_method)."""
+    dataset = params["experiments"][EXPERIMENT]["dataset"]
+    own = {m: k["epochs"] for m, k in (params["training"][dataset].get("per_method") or {}).items()
+           if "epochs" in k}
+    return f" ({', '.join(f'{m}: {e}' for m, e in own.items())})" if own else ""
 
 
 def _epochs(train_log: Path) -> str:
@@ -323,11 +338,13 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]), "PYTHONUNBUFFERED": "1"}
     t0 = time.monotonic()
-    epochs = params["training"][params["experiments"][EXPERIMENT]["dataset"]]["epochs"]
-    run_jobs(jobs, parallel=args.jobs, say=say, deadline_s=args.deadline,
-             status=lambda job: epoch_note(job, epochs), env=env)
-    elapsed = time.monotonic() - t0
     dataset = params["experiments"][EXPERIMENT]["dataset"]
+    epochs = {method: training_for(params, dataset, method)["epochs"]
+              for method in params["experiments"][EXPERIMENT]["methods"]}
+    run_jobs(jobs, parallel=args.jobs, say=say, deadline_s=args.deadline,
+             status=lambda job: epoch_note(job, epochs.get(job.name.removeprefix("train "))),
+             env=env)
+    elapsed = time.monotonic() - t0
     write_text(args.out / "summary.md", summary(params, jobs, args.results, args.seed, args.npz,
                                                 elapsed))
     bundle(args.results, dataset, args.out / "results.tar.gz")

@@ -111,6 +111,16 @@ def method_for(params: dict[str, Any], method: str, dataset: str | None = None) 
     return {**entry, **(overrides.get(dataset, {}) if dataset else {})}
 
 
+def training_for(params: dict[str, Any], dataset: str, method: str | None = None
+                 ) -> dict[str, Any]:
+    """A run's schedule: `training[dataset]`, with `per_method[method]` laid over it (the
+    proxy's Mean Teacher labeler trains longer than the runs it labels for, as in the paper)."""
+    base = dict(params["training"][dataset])
+    overrides = (base.pop("per_method", None) or {}).get(method, {}) if method else {}
+    base.pop("per_method", None)
+    return {**base, **overrides}
+
+
 def evaluation_for(params: dict[str, Any], dataset: str) -> dict[str, Any]:
     """The attack suite on one dataset: `evaluation`, with `per_dataset[dataset]` laid over it
     (its blocks, e.g. `autoattack` and `nrf`, merged key by key)."""
@@ -176,6 +186,11 @@ def _check_references(params: dict[str, Any]) -> None:
     for dataset in params["evaluation"].get("per_dataset", {}) or {}:
         if dataset not in params["datasets"]:
             raise ConfigError(f"evaluation.per_dataset: unknown dataset '{dataset}'")
+    for dataset, training in params["training"].items():
+        for method in training.get("per_method") or {}:
+            if method not in methods:
+                raise ConfigError(f"training.{dataset}.per_method: unknown method '{method}'; "
+                                  f"known methods: {', '.join(sorted(methods))}")
     for name, dataset in params["datasets"].items():
         if dataset["eps"] > 0 and (dataset["train_step_size"] <= 0 or dataset["eval_step_size"] <= 0):
             raise ConfigError(f"datasets.{name}: step sizes must be positive when eps > 0")
@@ -242,6 +257,6 @@ class RunConfig:
             raise ConfigError(f"unknown model '{model}'; configured: {', '.join(params['models'])}")
         return cls(dataset=dataset, model=model, method=method, seed=seed,
                    model_spec=params["models"][model], data=params["datasets"][dataset],
-                   training=params["training"][dataset],
+                   training=training_for(params, dataset, method),
                    method_params=method_for(params, method, dataset),
                    evaluation=evaluation_for(params, dataset))

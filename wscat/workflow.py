@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wscat import paths
-from wscat.config import ConfigError, evaluation_for, load_params, method_for
+from wscat.config import ConfigError, evaluation_for, load_params, method_for, training_for
 from wscat.data.capacity import split_problem
 from wscat.data.sources import archive_status, raw_files
 from wscat.report import paper
@@ -127,7 +127,7 @@ def train_params(params: dict[str, Any], dataset: str, model: str, method: str) 
     evaluation = evaluation_for(params, dataset)
     return to_json({
         "dataset": params["datasets"][dataset],
-        "training": params["training"][dataset],
+        "training": training_for(params, dataset, method),
         "model": params["models"][model],
         "method": method_for(params, method, dataset),
         "validation": {key: evaluation[key] for key in ("pgd_steps", "cw_steps")},

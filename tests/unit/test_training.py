@@ -12,6 +12,7 @@ from wscat.methods import Batch, StepContext, build_method
 from wscat.models import build_model
 from wscat.training import train
 from wscat.training import trainer as trainer_module
+from wscat.training.ema import make_ema, update_ema
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +103,44 @@ def test_forward_pass_budget_per_step():
     assert _count_forwards("trades", params) == 13
     # WSCAT reuses the natural forward for the attack's target and positives: 12.
     assert _count_forwards("wscat", params) == 12
+
+
+def _bn_pair():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2))
+    ema = make_ema(model)
+    model.train()
+    model(torch.randn(8, 1, 5, 5) * 3 + 1)  # moves the model's running statistics
+    return model, ema
+
+
+def test_the_ema_copies_or_averages_the_batch_norm_statistics():
+    model, ema = _bn_pair()
+    before = ema[1].running_mean.clone()
+    update_ema(ema, model, 0.75)
+    assert torch.equal(ema[1].running_mean, model[1].running_mean)  # copied (the default)
+    model, ema = _bn_pair()
+    update_ema(ema, model, 0.75, average_buffers=True)
+    expected = 0.75 * before + 0.25 * model[1].running_mean
+    assert torch.allclose(ema[1].running_mean, expected)
+    assert not torch.allclose(ema[1].running_mean, model[1].running_mean)
+    assert ema[1].num_batches_tracked.item() == model[1].num_batches_tracked.item() == 1
+
+
+def test_a_per_method_schedule_is_laid_over_the_datasets():
+    from wscat.config import ConfigError, training_for, validate_params
+
+    params = tiny_params(epochs=2)
+    params["training"]["digits"]["per_method"] = {"mt": {"epochs": 5, "ema_buffers": "average"}}
+    params = validate_params(params)
+    assert training_for(params, "digits", "mt")["epochs"] == 5
+    assert training_for(params, "digits", "trades")["epochs"] == 2
+    assert "per_method" not in training_for(params, "digits", "mt")
+    assert _run(params, "mt").training["ema_buffers"] == "average"
+    assert "ema_buffers" not in _run(params, "trades").training
+    params["training"]["digits"]["per_method"] = {"nope": {"epochs": 5}}
+    with pytest.raises(ConfigError, match="per_method: unknown method 'nope'"):
+        validate_params(params)
+    params["training"]["digits"]["per_method"] = {"mt": {"epochs": 0}}
+    with pytest.raises(ConfigError):
+        validate_params(params)

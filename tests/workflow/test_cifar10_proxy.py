@@ -17,7 +17,7 @@ import yaml
 
 from tests.helpers.archives import write_cifar10
 from tests.workflow.test_workflow import BIN, ROOT, copy_workflow, job_counts, real_params, run
-from wscat.config import load_params
+from wscat.config import load_params, training_for
 from wscat.data import load_dataset
 from wscat.data.sources.cifar import CIFAR10
 
@@ -37,7 +37,7 @@ def tiny_proxy_params(raw: Path, md5: str, methods: list[str] | None = None) -> 
     params["datasets"][PROXY].update(root=str(raw), md5=md5, download=False, labelled=100,
                                      subset={"train": 200, "test": 20}, train_steps=2)
     params["training"][PROXY].update(epochs=1, batch_size=64, precision="fp32",
-                                     channels_last=False)
+                                     channels_last=False, per_method={"mt": {"epochs": 2}})
     params["evaluation"].update(pgd_steps=3, cw_steps=3)
     params["evaluation"]["checks"]["pgd_steps"] = [1, 3]
     params["evaluation"]["nrf"].update(ib_steps=5, steps=3)
@@ -121,6 +121,10 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
     params = proxy_params(real_params(), seed=2, npz=tmp_path / "p.npz", epochs=None)
     assert params["datasets"][PROXY]["source"] == "npz" and "root" not in params["datasets"][PROXY]
     assert params["training"][PROXY]["epochs"] == 15
+    assert training_for(params, PROXY, "mt")["epochs"] == 60
+    quick = proxy_params(real_params(), seed=2, npz=None, epochs=3)  # --epochs: every run
+    assert {training_for(quick, PROXY, m)["epochs"] for m in ("mt", "wscat")} == {3}
+    assert "per_method" not in quick["training"][PROXY]
     assert params["experiments"][PROXY]["seeds"] == [2]
     jobs = {job.name: job for job in build_jobs(params, tmp_path / "params.yaml", 2, tmp_path, 2)}
     assert Counter(name.split()[0] for name in jobs) == {
@@ -181,6 +185,12 @@ def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(proxy_run) -> None:
     assert f"results/metrics/{PROXY}/wrn-10-1/mt/seed1.json" in names
     assert not [name for name in names if name.endswith(".pt")]
     assert "done train wscat" in (out / "progress.log").read_text()
+    # Mean Teacher's own schedule (training.<dataset>.per_method): 2 epochs against the others' 1.
+    logs = {m: (results / f"models/{PROXY}/wrn-10-1/{m}/seed1/train_log.csv").read_text()
+            for m in ("standard", "mt", "wscat")}
+    assert {m: len(text.splitlines()) - 1 for m, text in logs.items()} == {
+        "standard": 1, "mt": 2, "wscat": 1}
+    assert "1 epochs (mt: 2)" in summary
 
 
 @pytest.mark.slow
@@ -296,3 +306,26 @@ def test_the_job_runner_keeps_the_jobs_whose_outputs_exist(tmp_path: Path) -> No
     assert [line.split("] ", 1)[1] for line in said if "] kept " in line] == [
         "kept first (outputs exist)", "kept a (outputs exist)", "kept later (outputs exist)"]
     assert all(job.seconds == 0 for job in jobs if job.kept)
+
+
+def test_the_labeler_probe_configures_each_run(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from mt_labeler import configure
+
+    base = proxy_params_of_real(tmp_path)
+    params, method = configure(base, "mt:45:average")
+    assert method == "mt"
+    assert training_for(params, PROXY, "mt")["epochs"] == 45
+    assert training_for(params, PROXY, "mt")["ema_buffers"] == "average"
+    assert params["methods"]["mt"]["per_dataset"][PROXY]["rampup_epochs"] == 15
+    params, method = configure(base, "standard")
+    assert method == "standard" and training_for(params, PROXY, "standard")["epochs"] == 15
+    assert "per_method" not in params["training"][PROXY]
+    assert "ema_buffers" not in training_for(params, PROXY, "mt")
+
+
+def proxy_params_of_real(tmp_path: Path) -> dict:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import proxy_params
+
+    return proxy_params(real_params(), seed=1, npz=tmp_path / "p.npz", epochs=None)

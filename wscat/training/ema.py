@@ -16,8 +16,18 @@ def make_ema(model: nn.Module) -> nn.Module:
 
 
 @torch.no_grad()
-def update_ema(ema: nn.Module, model: nn.Module, decay: float) -> None:
-    """ema <- decay * ema + (1 - decay) * model for parameters; buffers (BN statistics) copied."""
+def update_ema(ema: nn.Module, model: nn.Module, decay: float, *,
+               average_buffers: bool = False) -> None:
+    """ema <- decay * ema + (1 - decay) * model for parameters. Buffers (batch-norm statistics)
+    are copied, or with `average_buffers` averaged the same way (integer ones, the batch
+    counters, are always copied): weights averaged over many steps with the model's latest
+    statistics can disagree, which a long EMA horizon (Mean Teacher's teacher) makes visible."""
     # One fused launch per group on a GPU instead of one per tensor (WRN-28-10 has ~100 tensors).
     torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1.0 - decay)
-    torch._foreach_copy_(list(ema.buffers()), list(model.buffers()))
+    pairs = list(zip(ema.buffers(), model.buffers()))
+    averaged = [(e, m) for e, m in pairs if average_buffers and e.is_floating_point()]
+    copied = [(e, m) for e, m in pairs if not (average_buffers and e.is_floating_point())]
+    if averaged:
+        torch._foreach_lerp_([e for e, _ in averaged], [m for _, m in averaged], 1.0 - decay)
+    if copied:
+        torch._foreach_copy_([e for e, _ in copied], [m for _, m in copied])

@@ -86,9 +86,10 @@ def _validate(ema: torch.nn.Module, data: TrainingData, run: RunConfig) -> dict[
 
 def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Module,
                optimizer: torch.optim.Optimizer, ema: torch.nn.Module, batch: Batch,
-               ctx: StepContext, *, precision: Precision, ema_decay: float
-               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """One update: the method's loss (its attack inside) under autocast, SGD, EMA.
+               ctx: StepContext, *, precision: Precision, ema_decay: float,
+               ema_buffers: str = "copy") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One update: the method's loss (its attack inside) under autocast, SGD, EMA (its buffers
+    copied or averaged: `ema_buffers`).
 
     `step_model` is what the loss calls (maybe compiled, channels_last); `model` owns the weights
     the EMA follows. No host synchronisation: the loss comes back as a device tensor.
@@ -98,7 +99,7 @@ def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Modu
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
-    update_ema(ema, model, ema_decay)
+    update_ema(ema, model, ema_decay, average_buffers=ema_buffers == "average")
     return loss.detach(), stats
 
 
@@ -241,7 +242,8 @@ def _one_epoch(training: _Training, step_model: torch.nn.Module, pool: _Pool, ru
         decay = _ema_decay(training.method, progress, epoch * iterations + it, cfg)
         loss, stats = train_step(training.method, step_model, training.model, training.optimizer,
                                  training.ema, Batch(view(x_raw), x_raw, labels), ctx,
-                                 precision=cfg["precision"], ema_decay=decay)
+                                 precision=cfg["precision"], ema_decay=decay,
+                                 ema_buffers=cfg.get("ema_buffers", "copy"))
         for key, value in {"loss": loss, **stats}.items():
             totals[key] = totals.get(key, 0.0) + value.float()
     row: dict[str, Any] = {"epoch": epoch + 1, "lr": training.optimizer.param_groups[0]["lr"]}
