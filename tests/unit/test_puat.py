@@ -31,13 +31,7 @@ ADVERSARIAL, PRETRAIN_GAN, PRETRAIN_ALONE = 2.5, 0.7, 0.2  # progress in each ph
 PLAYERS = ("generator", "discriminator", "attacker")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one thread is fastest, and on a shared 2-core machine two threads spin-wait."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny tensors
 
 
 def _setup(seed: int = 0):
