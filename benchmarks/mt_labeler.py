@@ -40,13 +40,13 @@ from wscat.steps import pseudo as pseudo_step, split as split_step  # noqa: E402
 from wscat.steps import train as train_step  # noqa: E402
 
 DEFAULT_RUNS = ["standard", "mt:15:copy", "mt:60:copy", "mt:60:average"]
-DATASET_OF = EXPERIMENT  # the proxy's experiment and dataset share the name
+DATASET = EXPERIMENT  # the proxy's experiment and dataset share the name
 
 
 def configure(base: dict, run: str) -> tuple[dict, str]:
     """params for one run ('standard' or 'mt:<epochs>:<copy|average>'), and its method."""
     params = yaml.safe_load(yaml.safe_dump(base))
-    dataset = DATASET_OF
+    dataset = DATASET
     training = params["training"][dataset]
     training.pop("per_method", None)
     if run == "standard":
@@ -85,24 +85,24 @@ def main() -> int:
     if args.model == "cnn":
         base["models"]["cnn"] = {"architecture": "cnn", "width": 16}
     if args.device == "cpu":  # bf16 autocast and channels_last are the GPU's switches
-        base["training"][DATASET_OF].update(precision="fp32", channels_last=False)
+        base["training"][DATASET].update(precision="fp32", channels_last=False)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         split = Path(tmp) / "split.npz"
-        split_step.run(validate_params(base), DATASET_OF, args.seed, split)
+        split_step.run(validate_params(base), DATASET, args.seed, split)
         for run in args.runs:
             params, method = configure(base, run)
             out = Path(tmp) / run.replace(":", "-")
             started = time.monotonic()
-            train_step.run(params, dataset=DATASET_OF, model=args.model, method=method,
+            train_step.run(params, dataset=DATASET, model=args.model, method=method,
                            seed=args.seed, split_path=split, pseudo_path=None, out_dir=out,
                            device=torch.device(args.device))
             seconds = time.monotonic() - started
-            report = pseudo_step.run(params, dataset=DATASET_OF, seed=args.seed, split_path=split,
+            report = pseudo_step.run(params, dataset=DATASET, seed=args.seed, split_path=split,
                                      checkpoint=out / "best.pt", out=out / "pseudo.npz",
                                      metrics=out / "pseudo.json", labeler=method,
                                      device=torch.device(args.device))
-            epochs = training_for(params, DATASET_OF, method)["epochs"]
+            epochs = training_for(params, DATASET, method)["epochs"]
             rows.append(f"| {run} | {epochs} | {seconds:.0f} | {report['accuracy']:.2f} |")
             print(rows[-1], flush=True)
     machine = (torch.cuda.get_device_name(0) if args.device.startswith("cuda")

@@ -24,10 +24,13 @@ def update_ema(ema: nn.Module, model: nn.Module, decay: float, *,
     statistics can disagree, which a long EMA horizon (Mean Teacher's teacher) makes visible."""
     # One fused launch per group on a GPU instead of one per tensor (WRN-28-10 has ~100 tensors).
     torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1.0 - decay)
+    if not average_buffers:
+        torch._foreach_copy_(list(ema.buffers()), list(model.buffers()))
+        return
     pairs = list(zip(ema.buffers(), model.buffers()))
-    averaged = [(e, m) for e, m in pairs if average_buffers and e.is_floating_point()]
-    copied = [(e, m) for e, m in pairs if not (average_buffers and e.is_floating_point())]
-    if averaged:
-        torch._foreach_lerp_([e for e, _ in averaged], [m for _, m in averaged], 1.0 - decay)
-    if copied:
-        torch._foreach_copy_([e for e, _ in copied], [m for _, m in copied])
+    statistics = [(e, m) for e, m in pairs if e.is_floating_point()]
+    counters = [(e, m) for e, m in pairs if not e.is_floating_point()]
+    if statistics:  # the foreach ops refuse empty lists
+        torch._foreach_lerp_([e for e, _ in statistics], [m for _, m in statistics], 1.0 - decay)
+    if counters:
+        torch._foreach_copy_([e for e, _ in counters], [m for _, m in counters])
