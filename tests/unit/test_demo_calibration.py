@@ -31,6 +31,12 @@ def test_one_calibration_set_for_every_seed_that_no_seed_labels(tmp_path: Path) 
         assert not np.isin(held, cal_split.labelled).any()
     again = cal.held_out_images(params, [1, 2, 3], tmp_path / "again")
     assert np.array_equal(held, again)
+    # Stage `replicate`'s set: drawn the same way, from what the first left.
+    second = cal.held_out_images(params, [1, 2, 3], tmp_path / "second", round_=2)
+    assert len(set(second.tolist())) == cal.HELD_OUT and not np.isin(second, held).any()
+    assert np.bincount(labels[second], minlength=10).tolist() == [cal.HELD_OUT // 10] * 10
+    for seed in (1, 2, 3):
+        assert np.isin(second, load_split(tmp_path / f"split-{seed}.npz").unlabelled).all()
 
 
 def _rows(setting: str, width: int, means: dict[str, list[float]], seconds: float
@@ -64,3 +70,24 @@ def test_the_rule_keeps_width_16_when_nothing_that_fits_passes() -> None:
                                 "wscat": [75, 76, 77]}, 12))
     assert cal.seeds_summary(rows)[-2] == ("No setting that fits passes: the demo keeps w16 "
                                            "(the rule's last branch).")
+
+
+def test_the_replicate_stage_decides_on_both_rounds_averaged() -> None:
+    base = {"standard": [0, 0, 0], "mt": [0, 0, 0], "trades-full": [75, 76, 77]}
+    w16 = {**base, "trades": [60, 61, 62], "rst": [66, 67, 68], "wscat": [66, 67, 68]}
+    first = (_rows("w16", 16, w16, 10)
+             + _rows("w24", 24, {**base, "trades": [60, 61, 62], "rst": [67.9, 68.9, 69.9],
+                                 "wscat": [71, 72, 73]}, 16))
+    second = (_rows("w16", 16, w16, 10)
+              + _rows("w24", 24, {**base, "trades": [60, 61, 62], "rst": [68.5, 69.5, 70.5],
+                                  "wscat": [71, 72, 73]}, 18))
+    both = cal.pooled(first, second)
+    rst = [float(r["Mean"]) for r in both if r["setting"] == "w24" and r["method"] == "rst"]
+    assert rst == [68.2, 69.2, 70.2]
+    assert {r["train_s"] for r in both if r["setting"] == "w24"} == {"17.0"}
+    lines = cal.replicate_summary(first, second)
+    # The second round alone passes at +8.5; both rounds together (+8.2) decide.
+    alone = lines[lines.index("This round alone (not the decision):"):]
+    assert "| w24 | " in "".join(alone) and "+8.50" in "".join(alone)
+    assert lines[-2] == "The rule picks **w24** (margin +0.20), without the WSCAT-sup column."
+    assert cal.replicate_summary(first, first)[-2].startswith("No setting that fits passes")
