@@ -36,8 +36,9 @@ def tiny_proxy_params(raw: Path, md5: str, methods: list[str] | None = None) -> 
     params["models"]["wrn-10-1"] = {"architecture": "wideresnet", "depth": 10, "width": 1}
     params["datasets"][PROXY].update(root=str(raw), md5=md5, download=False, labelled=100,
                                      subset={"train": 200, "test": 20}, train_steps=2)
+    mt = {**params["training"][PROXY]["per_method"]["mt"], "epochs": 2}  # the proxy's labeler
     params["training"][PROXY].update(epochs=1, batch_size=64, precision="fp32",
-                                     channels_last=False, per_method={"mt": {"epochs": 2}})
+                                     channels_last=False, per_method={"mt": mt})
     params["evaluation"].update(pgd_steps=3, cw_steps=3)
     params["evaluation"]["checks"]["pgd_steps"] = [1, 3]
     params["evaluation"]["nrf"].update(ib_steps=5, steps=3)
@@ -124,7 +125,8 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
     assert training_for(params, PROXY, "mt")["epochs"] == 60
     quick = proxy_params(real_params(), seed=2, npz=None, epochs=3)  # --epochs: every run
     assert {training_for(quick, PROXY, m)["epochs"] for m in ("mt", "wscat")} == {3}
-    assert "per_method" not in quick["training"][PROXY]
+    # --epochs drops the per-method epochs and keeps the labeler's other knobs.
+    assert quick["training"][PROXY]["per_method"] == {"mt": {"ema_buffers": "average"}}
     assert params["experiments"][PROXY]["seeds"] == [2]
     jobs = {job.name: job for job in build_jobs(params, tmp_path / "params.yaml", 2, tmp_path, 2)}
     assert Counter(name.split()[0] for name in jobs) == {
