@@ -18,6 +18,7 @@ def tiny_params(epochs: int = 2) -> dict:
     params["models"]["cnn"] = {"architecture": "cnn", "width": 16}
     params.pop("paper")  # its tiers name the other experiments (tests/workflow/test_paper.py adds it back)
     params["training"]["digits"]["epochs"] = epochs
+    params["training"]["digits"].pop("per_method", None)  # every run, labelers too: `epochs`
     params["datasets"]["digits"]["train_steps"] = 3
     params["evaluation"]["n_examples"] = 40
     params["evaluation"]["pgd_steps"] = 5
