@@ -81,7 +81,9 @@ def base_params(args: argparse.Namespace) -> tuple[dict, str]:
         if args.npz is None:
             raise SystemExit("mt_labeler.py: the proxy needs --npz (its images as one npz)")
         base = proxy_params(base, seed=args.seeds[0], npz=args.npz.resolve(), epochs=None)
-    model = args.model or base["experiments"][args.dataset]["model"]
+    if args.dataset not in base["datasets"]:
+        raise SystemExit(f"mt_labeler.py: no dataset {args.dataset!r} in {args.params}")
+    model = args.model or (base["experiments"].get(args.dataset) or {"model": "cnn"})["model"]
     if args.dataset == PROXY and model == "cnn":
         base["models"]["cnn"] = {"architecture": "cnn", "width": 16}
     if args.device == "cpu":  # bf16 autocast and channels_last are the GPU's switches
@@ -91,7 +93,8 @@ def base_params(args: argparse.Namespace) -> tuple[dict, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default=PROXY, choices=[PROXY, "digits"])
+    parser.add_argument("--dataset", default=PROXY,
+                        help="a datasets: key, generated ones too (e.g. digits-unlabelled10)")
     parser.add_argument("--npz", type=Path, default=None, help="the proxy's images as one npz")
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--model", default=None,

@@ -324,6 +324,15 @@ def test_the_labeler_probe_configures_each_run(tmp_path: Path) -> None:
     assert method == "standard" and training_for(params, PROXY, "standard")["epochs"] == 15
     assert "per_method" not in params["training"][PROXY]
     assert "ema_buffers" not in training_for(params, PROXY, "mt")
+    # On digits: 'mt' is the pipeline's own labeler; the ramp-up keeps its share of the run.
+    digits = real_params()
+    params, method = configure(digits, "mt", "digits")
+    assert method == "mt" and params["training"]["digits"] == digits["training"]["digits"]
+    params, _ = configure(digits, "mt:40:copy", "digits")
+    own = digits["methods"]["mt"]["per_dataset"]["digits"]["rampup_epochs"]
+    expected = round(40 * own / training_for(digits, "digits", "mt")["epochs"])
+    assert params["methods"]["mt"]["per_dataset"]["digits"]["rampup_epochs"] == expected
+    assert training_for(params, "digits", "mt")["epochs"] == 40
 
 
 def proxy_params_of_real(tmp_path: Path) -> dict:
