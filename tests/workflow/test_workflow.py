@@ -170,9 +170,15 @@ def test_git_tracks_the_tables_and_metrics_dvc_does_not_cache(env: dict[str, str
 
 def tiny_params() -> dict:
     params = real_params()
-    params["experiments"] = {"digits": {**params["experiments"]["digits"], "seeds": [1],
-                                        "model": "cnn"}}
+    # The demo's methods and WSCAT-sup (a Table 2 column): the dvc test checks that it inherits
+    # WSCAT's knobs (`base: wscat`).
+    demo = params["experiments"]["digits"]
+    params["experiments"] = {"digits": {**demo, "seeds": [1], "model": "cnn",
+                                        "methods": list(dict.fromkeys(
+                                            [*demo["methods"], "wscat-sup"]))}}
+    params["models"]["cnn"] = {"architecture": "cnn", "width": 16}  # fast; the demo's is wider
     params["training"]["digits"]["epochs"] = 3  # enough that a beta change moves the metrics
+    params["training"]["digits"].pop("per_method", None)  # the labeler too: 3 epochs
     params["evaluation"]["n_examples"] = 40
     params["evaluation"]["per_dataset"]["digits"]["autoattack"]["n_examples"] = 8
     return params
