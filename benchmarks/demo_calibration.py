@@ -300,10 +300,11 @@ In stage `seeds`, width 24 missed the test by 0.09 points (RST), far inside the 
 code) on a second set of 300 held-out images, drawn the same way from the images that no seed
 labels and that the first set left, so the two sets are disjoint. The rule, written before it
 ran: the rule of stage `seeds`, applied to both rounds together. For each setting, seed and
-method, the two rounds' Means (and CPU seconds) are averaged, which measures each seed's models
-on 600 calibration images; on those averages, the test, the margin and the time estimate of
-stage `seeds`; the demo takes the setting that fits with the largest margin and keeps w16 if no
-setting that fits passes. This round alone is shown, but does not decide. Only then is the test
+method, the two rounds' Means (and CPU seconds) are averaged (each round trains its own models,
+on a pool without its own 300 images: 600 calibration images in all); on those averages, the
+test, the margin and the time estimate of
+stage `seeds`; the demo takes the setting that fits with the largest margin and keeps w16 if
+no setting that fits passes. This round alone is shown, but does not decide. Only then is the test
 table rerun, once, and reported whatever it shows.
 """
 
