@@ -272,10 +272,12 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
 
 
 def _longer(params: dict[str, Any]) -> str:
-    """' (mt: 60)': the methods whose schedule differs (training.<dataset>.per_method)."""
-    dataset = params["experiments"][EXPERIMENT]["dataset"]
-    own = {m: k["epochs"] for m, k in (params["training"][dataset].get("per_method") or {}).items()
-           if "epochs" in k}
+    """' (mt: 60)': the methods that train other epochs (training.<dataset>.per_method)."""
+    experiment = params["experiments"][EXPERIMENT]
+    dataset = experiment["dataset"]
+    epochs = params["training"][dataset]["epochs"]
+    own = {m: e for m in experiment["methods"]
+           if (e := training_for(params, dataset, m)["epochs"]) != epochs}
     return f" ({', '.join(f'{m}: {e}' for m, e in own.items())})" if own else ""
 
 

@@ -52,10 +52,10 @@ def configure(base: dict, run: str, dataset: str = PROXY) -> tuple[dict, str]:
     if run == "mt":
         return validate_params(params), "mt"
     training = params["training"][dataset]
-    own = training_for(base, dataset, "mt")["epochs"]
     training.pop("per_method", None)
     if run == "standard":
         return validate_params(params), "standard"
+    own = training_for(base, dataset, "mt")["epochs"]
     _, epochs, buffers = run.split(":")
     training["per_method"] = {"mt": {"epochs": int(epochs), "ema_buffers": buffers}}
     rampup = method_for(base, "mt", dataset)["rampup_epochs"]

@@ -116,9 +116,8 @@ def training_for(params: dict[str, Any], dataset: str, method: str | None = None
     """A run's schedule: `training[dataset]`, with `per_method[method]` laid over it (the
     proxy's Mean Teacher labeler trains longer than the runs it labels for, as in the paper)."""
     base = dict(params["training"][dataset])
-    overrides = (base.pop("per_method", None) or {}).get(method, {}) if method else {}
-    base.pop("per_method", None)
-    return {**base, **overrides}
+    per_method = base.pop("per_method", None) or {}
+    return {**base, **(per_method.get(method, {}) if method else {})}
 
 
 def evaluation_for(params: dict[str, Any], dataset: str) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers.tiny import fast_digits
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # the venv running the tests: snakemake, dvc, wscat
 DVC_YAML = [sys.executable, str(ROOT / "workflow" / "scripts" / "dvc_yaml.py")]
@@ -176,9 +178,7 @@ def tiny_params() -> dict:
     params["experiments"] = {"digits": {**demo, "seeds": [1], "model": "cnn",
                                         "methods": list(dict.fromkeys(
                                             [*demo["methods"], "wscat-sup"]))}}
-    params["models"]["cnn"] = {"architecture": "cnn", "width": 16}  # fast; the demo's is wider
-    params["training"]["digits"]["epochs"] = 3  # enough that a beta change moves the metrics
-    params["training"]["digits"].pop("per_method", None)  # the labeler too: 3 epochs
+    fast_digits(params, epochs=3)  # 3: enough that a beta change moves the metrics
     params["evaluation"]["n_examples"] = 40
     params["evaluation"]["per_dataset"]["digits"]["autoattack"]["n_examples"] = 8
     return params
