@@ -5,8 +5,11 @@ The same `wscat` steps the Snakemake rules run for `results/tables/cifar10-proxy
 -> Standard, TRADES, WSCAT-sup, MT, RST, WSCAT -> the attack suite on every test image -> Table 2
 (WSCAT, Zhang et al., CVPR 2025), its companion beside the paper's CIFAR-10 numbers, training
 curves. The lent GPU machine has no Snakemake, so benchmarks/jobrunner.py runs the steps in
-dependency order, a few at a time. Progress goes to stdout and OUT/progress.log; OUT gets
-summary.md (machine, timings, tables) and results.tar.gz (tables, metrics, logs, curves).
+dependency order, a few at a time, the Mean Teacher -> WSCAT chain first (`chain_priorities`).
+Progress goes to stdout and OUT/progress.log; OUT gets summary.md (machine, schedule, timings,
+tables), results.tar.gz (tables, metrics, logs, curves) and seed{s}/, the seed's small files to
+commit as benchmarks/results/cifar10-proxy/seed{s}/ (`publish`; benchmarks/proxy_table.py renders
+Table 2 over such folders).
 
     python benchmarks/cifar10_proxy.py --npz data/proxy/cifar10-proxy.npz --seed 1 --out "$OUT"
     python benchmarks/cifar10_proxy.py --params tiny.yaml --jobs 2 --out /tmp/proxy   # a CPU check
@@ -27,6 +30,8 @@ import io
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import tarfile
 import time
@@ -46,7 +51,8 @@ if any(importlib.util.find_spec(name) is None for name in MISSING):
 from jobrunner import Job, echo, run_jobs, tail  # noqa: E402
 
 from wscat.config import evaluation_for, load_params, method_for, training_for  # noqa: E402
-from wscat.io import atomic_path, write_text  # noqa: E402
+from wscat.io import atomic_path, write_json, write_text  # noqa: E402
+from wscat import paths  # noqa: E402
 from wscat.report import paper  # noqa: E402
 
 EXPERIMENT = TIER = "cifar10-proxy"
@@ -80,9 +86,12 @@ def proxy_params(base: dict[str, Any], *, seed: int, npz: Path | None,
 
 
 def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Path,
-               threads: int) -> list[Job]:
-    """Every step of one seed, in the order they should start when ready (longest chains
-    first), with the command lines of the Snakemake rules."""
+               threads: int, *, priority: bool = True,
+               labeler_beside: int | None = None) -> list[Job]:
+    """Every step of one seed, with the command lines of the Snakemake rules, in the order they
+    should start when ready; with `priority`, the chains through a labeler go first
+    (`chain_priorities`: WSCAT's first), and the training and pseudo-labelling of WSCAT's labeler
+    share the device with at most `labeler_beside` other steps."""
     experiment = params["experiments"][EXPERIMENT]
     dataset, model, methods = experiment["dataset"], experiment["model"], experiment["methods"]
     root = str(results)
@@ -91,9 +100,8 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
     split = paper.Run(dataset, "", "", seed).split(root)
     logs = results / "logs" / "proxy"
     jobs = [Job("split", [*wscat, "split", *common, "--out", split], [], [Path(split)])]
-    labelers = [m for m in dict.fromkeys(method_for(params, m, dataset).get("labeler")
-                                         for m in methods) if m]
-    order = labelers + [m for m in methods if m not in labelers
+    labeling = labelers(params)
+    order = labeling + [m for m in methods if m not in labeling
                         and method_for(params, m, dataset)["data"] != "pseudo"]
     order += [m for m in methods if m not in order]
     checkpoint = evaluation_for(params, dataset)["checkpoint"]
@@ -109,7 +117,7 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
         model_dir = Path(run.model_dir(root))  # what a finished training leaves (resume/ goes)
         jobs.append(Job(f"train {method}", argv, deps,
                         [model_dir / name for name in ("best.pt", "last.pt", "train_log.csv")]))
-        if method in labelers:
+        if method in labeling:
             out = f"{root}/pseudo/{dataset}/{model}/{method}/seed{seed}"
             jobs.append(Job(f"pseudo-label {method}", [
                 *wscat, "pseudo-label", *common, "--model", model, "--labeler", method,
@@ -128,9 +136,38 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
             *evaluate, "--part", "extra", "--core", run.metrics(root), "--out", run.extra(root)],
             [f"evaluate {method}"], [Path(run.extra(root))]))
     jobs += report_jobs(params, params_file, seed, results, wscat)
+    chains = chain_priorities(params)
+    first = max(chains, key=lambda labeler: chains[labeler][0], default=None)
     for job in jobs:
         job.log = logs / (job.name.replace(" ", "-") + ".log")
+        if priority:
+            job.priority = max([rank for rank, steps in chains.values() if job.name in steps],
+                               default=0)
+        if job.name in (f"train {first}", f"pseudo-label {first}"):
+            job.beside = labeler_beside
     return jobs
+
+
+PAPER_METHOD = "wscat"  # the method the table compares every other with (wscat.report.paired)
+
+
+def chain_priorities(params: dict[str, Any]) -> dict[str, tuple[int, list[str]]]:
+    """labeler -> (priority, the steps of its chain): training the labeler, its pseudo-labels,
+    then training and evaluating every method that learns from them. The chain that ends in
+    WSCAT (Mean Teacher -> its pseudo-labels -> WSCAT: the longest, issue 21's H100 run) gets 2,
+    every other labeler's chain (Standard -> RST) 1, every other step 0."""
+    experiment = params["experiments"][EXPERIMENT]
+    dataset = experiment["dataset"]
+    chains: dict[str, tuple[int, list[str]]] = {}
+    for method in experiment["methods"]:
+        labeler = method_for(params, method, dataset).get("labeler")
+        if not labeler:
+            continue
+        rank, steps = chains.get(labeler, (1, [f"train {labeler}", f"pseudo-label {labeler}"]))
+        chains[labeler] = (2 if method == PAPER_METHOD else rank,
+                           steps + [f"train {method}", f"evaluate {method}",
+                                    f"evaluate-extra {method}"])
+    return chains
 
 
 def report_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Path,
@@ -220,6 +257,80 @@ def wide(path: Path, cell: str = "mean") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _smi(query: str) -> list[list[str]]:
+    """Rows of `nvidia-smi --query-...=... --format=csv,noheader,nounits`; [] without one."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
+
+
+def gpu_memory_gib() -> float | None:
+    """The first GPU's memory in GiB (nvidia-smi: no CUDA context in this process); None without."""
+    rows = _smi("--query-gpu=memory.total")
+    try:
+        return float(rows[0][0]) / 1024 if rows else None
+    except ValueError:
+        return None
+
+
+def card_jobs(threads: int, gib_per_step: float) -> tuple[int, str]:
+    """How many steps to run at once on this machine, and why: one per `threads` CPU cores,
+    and on a GPU at most one per `gib_per_step` GiB of its memory."""
+    cores = len(os.sched_getaffinity(0))
+    jobs, why = max(1, cores // threads), f"{cores} cores / {threads} threads a step"
+    total = gpu_memory_gib()
+    if total is not None:
+        by_memory = max(1, int(total // gib_per_step))
+        why += f", {total:.0f} GiB of GPU memory / {gib_per_step:g} GiB a step"
+        jobs = min(jobs, by_memory)
+    return jobs, why
+
+
+class GpuWatch:
+    """What nvidia-smi shows at each progress line: the card's memory in use and how busy it is,
+    and the memory of each running step (by its process id); the peaks go into the summary, to
+    size --jobs and --gib-per-step on the next call. Silent without nvidia-smi."""
+
+    def __init__(self, jobs: list[Job]) -> None:
+        self.jobs = jobs
+        self.peak_gib = 0.0
+        self.busy: list[float] = []
+        self.step_gib: dict[str, float] = {}
+
+    def __call__(self) -> str:
+        card = _smi("--query-gpu=utilization.gpu,memory.used,memory.total")
+        if not card:
+            return ""
+        try:
+            busy, used, total = (float(cell) for cell in card[0][:3])
+        except ValueError:
+            return ""
+        self.busy.append(busy)
+        self.peak_gib = max(self.peak_gib, used / 1024)
+        by_pid = {job.pid: job.name for job in self.jobs if job.status == "running"}
+        for row in _smi("--query-compute-apps=pid,used_memory"):
+            try:
+                name, gib = by_pid.get(int(row[0])), float(row[1]) / 1024
+            except (ValueError, IndexError):
+                continue
+            if name:
+                self.step_gib[name] = max(self.step_gib.get(name, 0.0), gib)
+        return f"GPU {used / 1024:.1f}/{total / 1024:.0f} GiB, {busy:.0f}% busy"
+
+    def line(self) -> str:
+        """The summary's line: peak memory and mean utilisation over the progress lines."""
+        if not self.busy:
+            return ""
+        return (f"- GPU (nvidia-smi at each progress line): peak {self.peak_gib:.1f} GiB in use, "
+                f"{sum(self.busy) / len(self.busy):.0f}% busy on average over "
+                f"{len(self.busy)} samples\n")
+
+
 def machine() -> str:
     import torch
 
@@ -229,8 +340,10 @@ def machine() -> str:
 
 
 def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
-            npz: Path | None, elapsed: float) -> str:
-    """summary.md: what ran where, how long each step took, and the tables."""
+            npz: Path | None, elapsed: float, schedule: str = "",
+            watch: GpuWatch | None = None) -> str:
+    """summary.md: what ran where and how it was scheduled, how long each step took (and its
+    GPU memory, where nvidia-smi saw it), and the tables."""
     experiment = params["experiments"][EXPERIMENT]
     dataset = experiment["dataset"]
     training = params["training"][dataset]
@@ -241,14 +354,19 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
                f"(subset {params['datasets'][dataset].get('subset')})\n"
                f"- model {experiment['model']}, {training['epochs']} epochs{_longer(params)}, "
                f"{training['precision']}, channels_last {training['channels_last']}, "
-               f"deterministic {training['deterministic']}\n- wall time {elapsed:.0f} s\n\n"
-               "## Steps\n\n")
+               f"deterministic {training['deterministic']}\n"
+               + (f"- schedule: {schedule}\n" if schedule else "")
+               + (watch.line() if watch else "")
+               + f"- wall time {elapsed:.0f} s\n\n## Steps\n\n")
     if any(job.kept for job in jobs):
         text.write("kept: done by an earlier call on the same results; its outputs were there, "
                    "so it did not run again (0 s here).\n\n")
-    text.write("| step | status | seconds |\n|---|---|---|\n")
-    text.writelines(f"| {job.name} | {'kept' if job.kept else job.status} | {job.seconds:.0f} |\n"
-                    for job in jobs)
+    seen = watch.step_gib if watch else {}
+    text.write("| step | status | seconds |" + (" GPU GiB (peak seen) |" if seen else "")
+               + "\n|---|---|---|" + ("---|" if seen else "") + "\n")
+    text.writelines(f"| {job.name} | {'kept' if job.kept else job.status} | {job.seconds:.0f} |"
+                    + (f" {seen[job.name]:.1f} |" if job.name in seen else " |" if seen else "")
+                    + "\n" for job in jobs)
     for name, path, cell in (
             ("Table 2, accuracy (%)", out / "Tab-RQ1-CIFAR10.csv", "mean"),
             ("Ours / the paper's CIFAR-10 WRN-28-10 (Table 2)",
@@ -310,6 +428,68 @@ def bundle(results: Path, dataset: str, target: Path) -> None:
                     filter=lambda info: None if info.name.endswith((".pt", ".npz")) else info)
 
 
+def seed_files(params: dict[str, Any], results: Path, seed: int) -> list[Path]:
+    """The seed's small files that add up across runs, where results/ has them: every run's
+    metrics and extra metrics (per-image flags, manifests) and train_log.csv, and each labeler's
+    pseudo-label report; those that exist."""
+    experiment = params["experiments"][EXPERIMENT]
+    dataset, model, root = experiment["dataset"], experiment["model"], str(results)
+    files = []
+    for method in experiment["methods"]:
+        run = paper.Run(dataset, model, method, seed)
+        files += [Path(run.metrics(root)), Path(run.extra(root)), Path(run.train_log(root))]
+        if method in labelers(params):
+            files += [Path(paths.fill(paths.PSEUDO_ACCURACY, root, dataset=dataset, model=model,
+                                      labeler=method, seed=seed))]
+    return [path for path in files if path.is_file()]
+
+
+def labelers(params: dict[str, Any]) -> list[str]:
+    """The methods whose pseudo-labels another method trains on."""
+    experiment = params["experiments"][EXPERIMENT]
+    return [m for m in dict.fromkeys(method_for(params, m, experiment["dataset"]).get("labeler")
+                                     for m in experiment["methods"]) if m]
+
+
+def run_record(jobs: list[Job], seed: int, elapsed: float, schedule: dict[str, Any],
+               watch: GpuWatch) -> dict[str, Any]:
+    """run.json: the machine, the schedule, every step's status and seconds (and GPU memory where
+    nvidia-smi saw it), and whether every step was done in this one call."""
+    return {"seed": seed, "machine": machine(), "wall_s": round(elapsed, 1), **schedule,
+            "complete": all(job.status == "done" for job in jobs),
+            "one_call": all(job.status == "done" and not job.kept for job in jobs),
+            "gpu_peak_gib": round(watch.peak_gib, 2) if watch.busy else None,
+            "steps": [{"name": job.name, "status": job.status, "kept": job.kept,
+                       "seconds": round(job.seconds, 1), "priority": job.priority,
+                       **({"gpu_gib": round(watch.step_gib[job.name], 2)}
+                          if job.name in watch.step_gib else {})} for job in jobs]}
+
+
+def publish(params_file: Path, results: Path, seed: int, out: Path, record: dict[str, Any],
+            files: list[Path]) -> Path:
+    """OUT/seed{seed}/: `files` at their places under results/ (so the project's path patterns
+    find them with the folder as the root), the params file, summary.md, progress.log and
+    run.json; no checkpoints, no .npz. Commit it as benchmarks/results/cifar10-proxy/seed{seed}/;
+    benchmarks/proxy_table.py renders Table 2 from such folders."""
+    target = out / f"seed{seed}"
+    staging = out / f".seed{seed}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    for path in files:
+        copy = staging / path.relative_to(results)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy)
+    shutil.copyfile(params_file, staging / "params.yaml")
+    for name in ("summary.md", "progress.log"):
+        if (out / name).is_file():
+            shutil.copyfile(out / name, staging / name)
+    write_json(staging / "run.json", record)
+    for path in staging.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
@@ -317,13 +497,34 @@ def main() -> int:
                         help="the proxy's images as one npz (offline source; default: the archive)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=None, help="override training epochs")
-    parser.add_argument("--jobs", type=int, default=6, help="steps at once (they share the GPU)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="steps at once (they share the GPU); default: sized to the machine, "
+                             "one per --threads cores and --gib-per-step GiB of GPU memory")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads per step")
+    parser.add_argument("--gib-per-step", type=float, default=6.0,
+                        help="GPU memory a step may need, for the default --jobs (summary.md "
+                             "shows what each step used)")
+    parser.add_argument("--priority", action=argparse.BooleanOptionalAction, default=True,
+                        help="start the labeler chains first, Mean Teacher -> WSCAT before "
+                             "Standard -> RST (--no-priority: list order)")
+    parser.add_argument("--labeler-beside", type=int, default=2,
+                        help="at most this many other steps beside the Mean Teacher labeler's "
+                             "training and pseudo-labelling (0: alone; --jobs or more: no cap)")
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "proxy-out")))
     parser.add_argument("--deadline", type=float, default=None,
                         help="seconds after which running steps are killed and the summary written")
     args = parser.parse_args()
+    for flag, value, least in (("--jobs", args.jobs, 1), ("--threads", args.threads, 1),
+                               ("--labeler-beside", args.labeler_beside, 0)):
+        if value is not None and value < least:
+            print(f"cifar10_proxy: error: {flag} {value}: give a whole number of at least "
+                  f"{least}", file=sys.stderr)
+            return 2
+    if not args.gib_per_step > 0:
+        print(f"cifar10_proxy: error: --gib-per-step {args.gib_per_step:g}: give a positive "
+              "number of GiB", file=sys.stderr)
+        return 2
     say = echo(args.out / "progress.log")
     params = proxy_params(yaml.safe_load(args.params.read_text()), seed=args.seed,
                           npz=args.npz.resolve() if args.npz else None, epochs=args.epochs)
@@ -336,25 +537,41 @@ def main() -> int:
     write_text(params_file, text)
     params = load_params(params_file)  # validated, as every step reads it
     say(f"CIFAR-10 proxy, seed {args.seed}, on {machine()}; params {params_file}")
-    jobs = build_jobs(params, params_file, args.seed, args.results, args.threads)
+    jobs_why = card_jobs(args.threads, args.gib_per_step) if args.jobs is None else (
+        args.jobs, "--jobs")
+    schedule = {"jobs": jobs_why[0], "jobs_from": jobs_why[1], "threads": args.threads,
+                "priority": args.priority, "labeler_beside": args.labeler_beside}
+    described = (f"{jobs_why[0]} steps at once ({jobs_why[1]}), {args.threads} threads each; "
+                 + ("labeler chains first" if args.priority else "list order")
+                 + ("" if args.labeler_beside >= jobs_why[0] - 1
+                    else f"; the Mean Teacher labeler with at most {args.labeler_beside} beside"))
+    say(f"schedule: {described}")
+    jobs = build_jobs(params, params_file, args.seed, args.results, args.threads,
+                      priority=args.priority, labeler_beside=args.labeler_beside)
+    watch = GpuWatch(jobs)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]), "PYTHONUNBUFFERED": "1"}
     t0 = time.monotonic()
     dataset = params["experiments"][EXPERIMENT]["dataset"]
     epochs = {method: training_for(params, dataset, method)["epochs"]
               for method in params["experiments"][EXPERIMENT]["methods"]}
-    run_jobs(jobs, parallel=args.jobs, say=say, deadline_s=args.deadline,
+    run_jobs(jobs, parallel=jobs_why[0], say=say, deadline_s=args.deadline,
              status=lambda job: epoch_note(job, epochs.get(job.name.removeprefix("train "))),
-             env=env)
+             env=env, note=watch)
     elapsed = time.monotonic() - t0
     write_text(args.out / "summary.md", summary(params, jobs, args.results, args.seed, args.npz,
-                                                elapsed))
+                                                elapsed, described, watch))
     bundle(args.results, dataset, args.out / "results.tar.gz")
-    for path in args.out.iterdir():  # atomic writes leave 0600 files; let any reader fetch them
-        path.chmod(0o644)
     done, kept = sum(job.status == "done" for job in jobs), sum(job.kept for job in jobs)
     say(f"{done} of {len(jobs)} steps done in {elapsed:.0f} s"
         + (f" ({kept} kept from an earlier call)" if kept else "") + f"; {args.out}/summary.md")
+    folder = publish(params_file, args.results, args.seed, args.out,
+                     run_record(jobs, args.seed, elapsed, schedule, watch),
+                     seed_files(params, args.results, args.seed))
+    for path in args.out.iterdir():  # atomic writes leave 0600 files; let any reader fetch them
+        if path.is_file():
+            path.chmod(0o644)
+    print(f"commit {folder} as benchmarks/results/{EXPERIMENT}/{folder.name}/", flush=True)
     return 0 if done == len(jobs) else 1
 
 

@@ -6,6 +6,12 @@ each job is one command line of the same `wscat` subcommand a Snakemake rule run
 Like Snakemake, a job whose output files all exist is kept rather than rerun (unless a job it
 needs ran again in this call): the steps write their outputs atomically, so a job killed at the
 deadline leaves none and a second call runs it again, and the step resumes where it stopped.
+
+Unlike Snakemake's default, the ready jobs start by `priority` (the critical path first: in the
+CIFAR-10 proxy, the Mean Teacher labeler -> its pseudo-labels -> WSCAT's training and evaluation),
+and a prioritised job that cannot start yet holds back every job of lower priority, so the
+critical path is never starved of a slot. `beside` caps how many other jobs share the device
+while a job runs (0: it runs alone). The order changes timings only: every step is deterministic.
 """
 from __future__ import annotations
 
@@ -27,6 +33,9 @@ class Job:
     deps: list[str] = field(default_factory=list)
     outputs: list[Path] = field(default_factory=list)
     log: Path | None = None
+    priority: int = 0  # higher starts first among the ready jobs; > 0 is never starved
+    beside: int | None = None  # while it runs, at most this many other jobs run (None: any)
+    pid: int = 0  # its process, while it runs or after
     status: str = "pending"  # pending, running, done, failed, skipped, killed
     seconds: float = 0.0
     started: float = 0.0
@@ -38,15 +47,46 @@ def _clock(seconds: float) -> str:
     return f"{minutes:02d}:{rest:02d}"
 
 
+def startable(jobs: list[Job], parallel: int) -> list[Job]:
+    """The pending jobs to start now, in the order to start them.
+
+    Ready jobs (every dependency done) go by priority, highest first, then in list order. A job
+    starts while fewer than `parallel` run, its own `beside` allows as many others, and no running
+    job's `beside` forbids one more. A prioritised job (priority > 0) that cannot start holds back
+    every ready job of lower priority, so it gets the next slot that frees.
+    """
+    by_name = {job.name: job for job in jobs}
+    running = [job for job in jobs if job.status == "running"]
+    ready = [job for job in jobs if job.status == "pending"
+             and all(by_name[d].status == "done" for d in job.deps)]
+    order = sorted(range(len(ready)), key=lambda i: (-ready[i].priority, i))
+    chosen: list[Job] = []
+    held = None  # the priority of a prioritised job that had to wait
+    for job in (ready[i] for i in order):
+        if held is not None and job.priority < held:
+            break
+        sharing = running + chosen
+        if (len(sharing) < parallel and (job.beside is None or len(sharing) <= job.beside)
+                and all(other.beside is None or len(sharing) <= other.beside
+                        for other in sharing)):
+            chosen.append(job)
+        elif job.priority > 0 and held is None:
+            held = job.priority
+    return chosen
+
+
 def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
              deadline_s: float | None = None, status: Callable[[Job], str] | None = None,
-             every_s: float = 30.0, env: dict[str, str] | None = None) -> list[Job]:
-    """Start every job whose dependencies are done, in list order, at most `parallel` at once.
+             every_s: float = 30.0, env: dict[str, str] | None = None,
+             note: Callable[[], str] | None = None) -> list[Job]:
+    """Start the jobs whose dependencies are done (`startable`: by priority, then list order), at
+    most `parallel` at once.
 
     A ready job whose `outputs` all exist, and whose dependencies were all kept too, is kept:
     marked done (`kept`, 0 s) without running. A failed job skips the jobs that need it; past
     `deadline_s` the running jobs are killed and nothing new starts, so what finished still comes
-    back. `status(job)` adds a note (e.g. the epoch) to the periodic progress line.
+    back. `status(job)` adds a note (e.g. the epoch) to the periodic progress line, `note()` one
+    about the machine (e.g. the GPU's memory in use).
     """
     by_name = {job.name: job for job in jobs}
     running: dict[str, subprocess.Popen] = {}
@@ -84,23 +124,23 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
                 if job.status == "pending":
                     job.status = "skipped"
             return jobs
-        for job in jobs:
-            if len(running) >= parallel:
-                break
-            if job.status == "pending" and all(by_name[d].status == "done" for d in job.deps):
-                job.log.parent.mkdir(parents=True, exist_ok=True)
-                with open(job.log, "w") as handle:
-                    running[job.name] = subprocess.Popen(job.argv, stdout=handle,
-                                                         stderr=subprocess.STDOUT, env=env)
-                job.status, job.started = "running", time.monotonic()
-                say(f"[{_clock(job.started - t0)}] start {job.name}")
+        for job in startable(jobs, parallel):
+            job.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(job.log, "w") as handle:
+                running[job.name] = subprocess.Popen(job.argv, stdout=handle,
+                                                     stderr=subprocess.STDOUT, env=env)
+            job.status, job.started = "running", time.monotonic()
+            job.pid = running[job.name].pid
+            say(f"[{_clock(job.started - t0)}] start {job.name}")
         if not running:
             return jobs
         if now - last >= every_s:
             last = now
             notes = [" ".join(filter(None, [name, status(by_name[name]) if status else ""]))
                      for name in running]
-            say(f"[{_clock(now - t0)}] running: {', '.join(notes)}")
+            machine = note() if note else ""
+            say(f"[{_clock(now - t0)}] running: {', '.join(notes)}"
+                + (f"; {machine}" if machine else ""))
         time.sleep(0.5)
 
 

@@ -1,9 +1,14 @@
 """The CIFAR-10 proxy tier (README, "CIFAR-10 proxy"): the subset knob, the npz export as the same
-dataset, the Snakemake DAG of three seeds, and benchmarks/cifar10_proxy.py (the one-GPU-call
-script) end to end on a tiny archive in the official format built here."""
+dataset, the Snakemake DAG of three seeds, benchmarks/cifar10_proxy.py (the one-GPU-call
+script) end to end on a tiny archive in the official format built here, its schedule, and
+benchmarks/proxy_table.py (Table 2 over the seeds' folders) on the folder that run returns."""
 from __future__ import annotations
 
 import csv
+import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -36,7 +41,8 @@ def tiny_proxy_params(raw: Path, md5: str, methods: list[str] | None = None) -> 
     params["models"]["wrn-10-1"] = {"architecture": "wideresnet", "depth": 10, "width": 1}
     params["datasets"][PROXY].update(root=str(raw), md5=md5, download=False, labelled=100,
                                      subset={"train": 200, "test": 20}, train_steps=2)
-    mt = {**params["training"][PROXY]["per_method"]["mt"], "epochs": 2}  # the proxy's labeler
+    mt = {**params["training"][PROXY].get("per_method", {}).get("mt", {}),  # a labeler of its
+          "epochs": 2}                                                      # own schedule
     params["training"][PROXY].update(epochs=1, batch_size=64, precision="fp32",
                                      channels_last=False, per_method={"mt": mt})
     params["evaluation"].update(pgd_steps=3, cw_steps=3)
@@ -115,15 +121,25 @@ def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> No
     assert "--model wrn-16-4" in result.stdout
 
 
+def longer_labeler() -> dict:
+    """The real params with a Mean Teacher labeler that trains longer than the runs it labels
+    for (a choice on the validation split may make it so): the scheduling machinery's case. The
+    real proxy has none: both labelers train its 15 epochs, fixed a priori (issue 24)."""
+    params = real_params()
+    assert "per_method" not in params["training"][PROXY]
+    params["training"][PROXY]["per_method"] = {"mt": {"epochs": 60, "ema_buffers": "average"}}
+    return params
+
+
 def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from cifar10_proxy import build_jobs, proxy_params
 
-    params = proxy_params(real_params(), seed=2, npz=tmp_path / "p.npz", epochs=None)
+    params = proxy_params(longer_labeler(), seed=2, npz=tmp_path / "p.npz", epochs=None)
     assert params["datasets"][PROXY]["source"] == "npz" and "root" not in params["datasets"][PROXY]
     assert params["training"][PROXY]["epochs"] == 15
     assert training_for(params, PROXY, "mt")["epochs"] == 60
-    quick = proxy_params(real_params(), seed=2, npz=None, epochs=3)  # --epochs: every run
+    quick = proxy_params(longer_labeler(), seed=2, npz=None, epochs=3)  # --epochs: every run
     assert {training_for(quick, PROXY, m)["epochs"] for m in ("mt", "wscat")} == {3}
     # --epochs drops the per-method epochs and keeps the labeler's other knobs.
     assert quick["training"][PROXY]["per_method"] == {"mt": {"ema_buffers": "average"}}
@@ -138,6 +154,56 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
     assert "--paper-cells" in jobs["paper-compare Tab-RQ1-CIFAR10"].argv
     assert all("--model wrn-16-4" in " ".join(job.argv) for name, job in jobs.items()
                if name.startswith(("train", "evaluate")))
+    # The schedule: Mean Teacher's chain to WSCAT first, then Standard's to RST, then the rest
+    # (the real proxy's labelers train 15 epochs each: the order does not come from epochs);
+    # WSCAT's labeler shares the device with at most --labeler-beside steps.
+    chain = ["train mt", "pseudo-label mt", "train wscat", "evaluate wscat",
+             "evaluate-extra wscat"]
+    real = build_jobs(proxy_params(real_params(), seed=2, npz=None, epochs=None),
+                      tmp_path / "params.yaml", 2, tmp_path, 2)
+    for built in (jobs, {job.name: job for job in real}):
+        assert {name: job.priority for name, job in built.items() if job.priority} == {
+            **dict.fromkeys(chain, 2), **dict.fromkeys(
+                ["train standard", "pseudo-label standard", "train rst", "evaluate rst",
+                 "evaluate-extra rst"], 1)}
+    assert {name for name, job in jobs.items() if job.beside is not None} == set()
+    beside = {job.name: job for job in build_jobs(params, tmp_path / "params.yaml", 2, tmp_path,
+                                                  2, labeler_beside=1)}
+    assert {name: job.beside for name, job in beside.items() if job.beside is not None} == {
+        "train mt": 1, "pseudo-label mt": 1}
+    plain = build_jobs(params, tmp_path / "params.yaml", 2, tmp_path, 2, priority=False)
+    assert {job.priority for job in plain} == {0}
+
+
+def test_the_mean_teacher_chain_never_waits_for_a_slot(tmp_path: Path) -> None:
+    """The proxy's 31 steps scheduled (jobrunner.startable) with made-up durations: whatever the
+    slots and the cap beside the labeler, each step of the Mean Teacher -> WSCAT chain starts
+    when the one it needs ends; without priority, with few slots, it waits."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import build_jobs, proxy_params
+
+    from tests.unit.test_jobrunner import most_beside, simulate
+
+    params = proxy_params(real_params(), seed=1, npz=None, epochs=None)
+    chain = ["split", "train mt", "pseudo-label mt", "train wscat", "evaluate wscat",
+             "evaluate-extra wscat", "table"]
+
+    def seconds(name: str) -> float:  # the H100 run's rough shares
+        return {"train": 280.0, "evaluate": 100.0, "evaluate-extra": 60.0}.get(
+            name.split()[0], 8.0) * (0.3 if name == "train mt" else 1.0)
+
+    for parallel, beside in ((2, None), (4, 0), (6, None), (6, 2)):
+        jobs = build_jobs(params, tmp_path / "params.yaml", 1, tmp_path, 2,
+                          labeler_beside=beside)
+        times = simulate(jobs, parallel, {job.name: seconds(job.name) for job in jobs})
+        waits = [after for before, after in zip(chain[:-2], chain[1:-1])
+                 if times[after][0] != times[before][1]]
+        assert waits == [], (parallel, beside, waits)
+        if beside is not None:
+            assert most_beside(times, "train mt") <= beside
+    jobs = build_jobs(params, tmp_path / "params.yaml", 1, tmp_path, 2, priority=False)
+    times = simulate(jobs, 2, {job.name: seconds(job.name) for job in jobs})
+    assert times["train wscat"][0] > times["pseudo-label mt"][1]  # list order: it waited
 
 
 def _proxy_script(tmp: Path, base: Path, npz: Path, results: Path, out: Path,
@@ -151,11 +217,11 @@ def _proxy_script(tmp: Path, base: Path, npz: Path, results: Path, out: Path,
 
 @pytest.fixture(scope="module")
 def proxy_run(archive, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """One call of the script on the tiny proxy: three of the six methods (every kind of step;
-    the six ran by hand on the same config)."""
+    """One call of the script on the tiny proxy: three of the six methods (every kind of step,
+    and TRADES for the paired comparison with WSCAT; the six ran by hand on the same config)."""
     raw, md5 = archive
     tmp = tmp_path_factory.mktemp("proxy")
-    params = tiny_proxy_params(raw, md5, ["standard", "mt", "wscat"])
+    params = tiny_proxy_params(raw, md5, ["trades", "mt", "wscat"])
     base = tmp / "params.yaml"
     base.write_text(yaml.safe_dump(params, sort_keys=False))
     npz = _npz_of(load_dataset(PROXY, load_params(base)["datasets"][PROXY]), tmp / "p.npz")
@@ -189,10 +255,29 @@ def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(proxy_run) -> None:
     assert "done train wscat" in (out / "progress.log").read_text()
     # Mean Teacher's own schedule (training.<dataset>.per_method): 2 epochs against the others' 1.
     logs = {m: (results / f"models/{PROXY}/wrn-10-1/{m}/seed1/train_log.csv").read_text()
-            for m in ("standard", "mt", "wscat")}
+            for m in ("trades", "mt", "wscat")}
     assert {m: len(text.splitlines()) - 1 for m, text in logs.items()} == {
-        "standard": 1, "mt": 2, "wscat": 1}
+        "trades": 1, "mt": 2, "wscat": 1}
     assert "1 epochs (mt: 2)" in summary
+    assert "- schedule: 2 steps at once (--jobs), 1 threads each; labeler chains first" in summary
+    # OUT/seed1/: what is committed as benchmarks/results/cifar10-proxy/seed1/, at the places
+    # results/ has it (metrics with per-image flags and manifests, train logs, pseudo-label
+    # reports), with the params, the summary, the progress and run.json; no checkpoint, no npz.
+    folder = out / "seed1"
+    files = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
+                   if path.is_file())
+    runs = [f"{kind}/{PROXY}/wrn-10-1/{m}/seed1{end}" for m in ("mt", "trades", "wscat")
+            for kind, end in (("metrics", ".json"), ("metrics", "-extra.json"),
+                              ("models", "/train_log.csv"))]
+    assert files == sorted([*runs, f"pseudo/{PROXY}/wrn-10-1/mt/seed1.json", "params.yaml",
+                            "progress.log", "run.json", "summary.md"])
+    assert (folder / "params.yaml").read_text() == (results / "proxy/params.yaml").read_text()
+    assert "per_image" in json.loads((folder / runs[0]).read_text())
+    assert sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) < 100_000
+    record = json.loads((folder / "run.json").read_text())
+    assert record["complete"] and record["one_call"] and record["seed"] == 1
+    assert [step["name"] for step in record["steps"]][:3] == ["split", "train mt",
+                                                              "pseudo-label mt"]
 
 
 @pytest.mark.slow
@@ -224,6 +309,10 @@ def test_a_second_call_keeps_every_finished_step(proxy_run) -> None:
     assert "| WSCAT |" in summary and "did not run again" in summary
     with tarfile.open(again / "results.tar.gz") as tar:
         assert f"results/metrics/{PROXY}/wrn-10-1/mt/seed1.json" in tar.getnames()
+    record = json.loads((again / "seed1/run.json").read_text())
+    assert record["complete"] and not record["one_call"]  # done, but by the first call
+    assert (again / f"seed1/metrics/{PROXY}/wrn-10-1/mt/seed1.json").read_bytes() == (
+        results / f"metrics/{PROXY}/wrn-10-1/mt/seed1.json").read_bytes()
     # Other params (here --epochs) than the results were made with: stop, keep nothing stale.
     other = _proxy_script(tmp, proxy_run["base"], proxy_run["npz"], results, tmp / "out-other",
                           "--epochs", "2")
@@ -340,3 +429,175 @@ def proxy_params_of_real(tmp_path: Path) -> dict:
     from cifar10_proxy import proxy_params
 
     return proxy_params(real_params(), seed=1, npz=tmp_path / "p.npz", epochs=None)
+
+
+def _as_seed(src: Path, root: Path, seed: int) -> Path:
+    """The tiny run's OUT/seed1/ as the folder of seed `seed`: its paths, the params' seed and
+    each file's 'seed' rewritten, and every run's per-image flags drawn anew (seeded; the tiny
+    model gets every image wrong, so all seeds would tie at 0) with the five accuracies and their
+    harmonic Mean recomputed from them, as `wscat evaluate` writes them."""
+    from wscat.evaluation import ATTACKS, harmonic_mean
+
+    rng = np.random.default_rng(seed)
+    folder = root / f"seed{seed}"
+    for path in sorted(src.rglob("*")):
+        if not path.is_file():
+            continue
+        target = folder / re.sub(r"\bseed1\b", f"seed{seed}", path.relative_to(src).as_posix())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.name == "params.yaml":
+            params = yaml.safe_load(path.read_text())
+            params["experiments"][PROXY]["seeds"] = [seed]
+            target.write_text(yaml.safe_dump(params, sort_keys=False))
+        elif path.suffix == ".json" and "seed" in (data := json.loads(path.read_text())):
+            data["seed"] = seed
+            correct = (data.get("per_image") or {}).get("correct")
+            if correct:
+                for attack, p in zip(ATTACKS, (0.8, 0.6, 0.5, 0.5, 0.5)):
+                    correct[attack] = "".join("1" if hit else "0" for hit in
+                                              rng.random(len(correct[attack])) < p)
+                    data["accuracy"][attack] = 100.0 * correct[attack].count("1") / len(
+                        correct[attack])
+                data["accuracy"]["Mean"] = round(harmonic_mean(
+                    [data["accuracy"][a] for a in ATTACKS]), 4)
+            target.write_text(json.dumps(data))
+        else:
+            shutil.copyfile(path, target)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def seeds_dir(proxy_run, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("seeds")
+    for seed in (1, 2, 3):
+        _as_seed(proxy_run["out"] / "seed1", root, seed)
+    return root
+
+
+def _render(capsys, *args: str) -> tuple[int, str]:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from proxy_table import main
+
+    code = main(list(args))
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsys) -> None:
+    """benchmarks/proxy_table.py on three seeds' folders: Table 2 (mean and std over the seeds as
+    `wscat table` computes them), the paired comparison with WSCAT, the companion beside the
+    paper's CIFAR-10 numbers, and a page that says which seeds are in."""
+    from wscat.report.table import collect, summarise
+
+    out = tmp_path / "table"
+    assert _render(capsys, "--seeds-dir", str(seeds_dir), "--out", str(out)) == (0, "")
+    assert sorted(path.name for path in out.iterdir()) == sorted(
+        [f"{PROXY}{end}" for end in (".tex", ".csv", ".md", ".json", "-paired.csv",
+                                     "-paired.tex")]
+        + [f"Tab-RQ1-CIFAR10{end}" for end in (".tex", ".csv", "-vs-paper.tex",
+                                               "-vs-paper.csv")] + ["table.md"])
+    files = sorted(seeds_dir.glob(f"seed*/metrics/{PROXY}/wrn-10-1/*/seed*.json"))
+    assert len(files) == 18
+    expected = summarise(collect(files), ["trades", "mt", "wscat"]).set_index(["method", "metric"])
+    with open(out / "Tab-RQ1-CIFAR10.csv", newline="") as handle:
+        table = {(row["method"], row["metric"]): row for row in csv.DictReader(handle)}
+    means = [json.loads(path.read_text())["accuracy"]["Mean"] for path in files
+             if path.parent.name == "wscat" and not path.stem.endswith("extra")]
+    assert len(set(means)) > 1  # the seeds differ
+    wscat = table[("WSCAT", "Mean")]
+    assert float(wscat["mean"]) == pytest.approx(float(np.mean(means)), abs=0.005)
+    assert float(wscat["std"]) == pytest.approx(expected.loc[("wscat", "Mean"), "std"], abs=0.005)
+    assert wscat["n_seeds"] == "3" and wscat["model"] == "WRN-10-1"
+    with open(out / f"{PROXY}-paired.csv", newline="") as handle:
+        paired = list(csv.DictReader(handle))
+    assert [(row["method"], row["reference"], row["n_seeds"]) for row in paired] == [
+        ("TRADES", "WSCAT", "3")]
+    with open(out / "Tab-RQ1-CIFAR10-vs-paper.csv", newline="") as handle:
+        companion = {(row["method"], row["metric"]): row for row in csv.DictReader(handle)}
+    assert companion[("WSCAT", "Mean")]["paper"] == "59.4"
+    assert companion[("WSCAT", "Mean")]["ours"] == wscat["mean"]
+    assert companion[("TRADES", "Mean")]["paper"] == "30.62"
+    page = (out / "table.md").read_text()
+    assert "All three seeds of the tier are in (1, 2, 3): this is the three-seed table." in page
+    assert "| TRADES |" in page and "| WSCAT | Mean |" in page and "| mt |" in page
+    assert "over seeds 1, 2, 3" in page
+    assert not re.search(r"\bnan\b", page, re.IGNORECASE)
+
+
+@pytest.mark.slow
+def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
+        seeds_dir: Path, tmp_path: Path, capsys) -> None:
+    two = tmp_path / "two"
+    for seed in (1, 2):
+        shutil.copytree(seeds_dir / f"seed{seed}", two / f"seed{seed}")
+    out = tmp_path / "table"
+    assert _render(capsys, "--seeds-dir", str(two), "--out", str(out)) == (0, "")
+    page = (out / "table.md").read_text()
+    assert "Seeds in: 1, 2 (2 of 3). Still missing: seed 3. This is not the three-seed table." \
+        in page
+    assert "this is the three-seed table" not in page.lower().replace("not the three", "")
+    with open(out / f"{PROXY}-paired.csv", newline="") as handle:
+        assert [row["n_seeds"] for row in csv.DictReader(handle)] == ["2"]
+    before = {path: path.read_bytes() for path in out.iterdir()}
+
+    def refused(folder: Path, *extra: str) -> str:
+        code, err = _render(capsys, "--seeds-dir", str(folder), "--out", str(out), *extra)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert {path: path.read_bytes() for path in out.iterdir()} == before  # nothing written
+        return err
+
+    assert "seeds 3 of 1, 2, 3 are missing" in refused(two, "--require-all")
+    assert "no seed{s}/ folder" in refused(tmp_path / "two/seed1")
+    params = two / "seed2/params.yaml"
+    saved = params.read_text()
+    changed = yaml.safe_load(saved)
+    changed["training"][PROXY]["epochs"] = 2
+    params.write_text(yaml.safe_dump(changed, sort_keys=False))
+    assert ("seed 2 was run with other params than seed 1 (training.cifar10-proxy.epochs)"
+            in refused(two))
+    params.write_text(saved)
+    shutil.copytree(two / "seed1", two / "seed4")  # a run's folder under another seed's name
+    assert "a run of seeds [1], not of seed 4" in refused(two)
+    shutil.rmtree(two / "seed4")
+    (two / f"seed2/metrics/{PROXY}/wrn-10-1/trades/seed2-extra.json").unlink()
+    assert "seed2-extra.json: missing, so seed 2 is not complete" in refused(two)
+
+
+def test_the_one_call_script_refuses_a_bad_schedule(tmp_path: Path) -> None:
+    for flag, value in (("--jobs", "0"), ("--labeler-beside", "-1"), ("--gib-per-step", "0")):
+        result = subprocess.run([sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), flag,
+                                 value, "--out", str(tmp_path / "out"), "--results",
+                                 str(tmp_path / "results")], capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert f"cifar10_proxy: error: {flag} " in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_gpu_watch_reads_nvidia_smi(tmp_path: Path, monkeypatch) -> None:
+    """What the summary and run.json say of the card, from nvidia-smi's CSV (a stand-in here):
+    memory in use, how busy, each running step's memory by its process id; and --jobs sized to
+    the card's memory."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import GpuWatch, card_jobs
+    from jobrunner import Job
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncase \"$1\" in\n"
+                   "  --query-gpu=memory.total) echo 40960 ;;\n"
+                   "  --query-gpu=*) echo '57, 20480, 40960' ;;\n"
+                   "  --query-compute-apps=*) echo '4242, 3072'; echo '99, 512' ;;\n"
+                   "esac\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    jobs = [Job("train mt", [], status="running", pid=4242), Job("split", [], status="done")]
+    watch = GpuWatch(jobs)
+    assert watch() == "GPU 20.0/40 GiB, 57% busy"
+    assert watch.step_gib == {"train mt": 3.0} and watch.peak_gib == 20.0
+    assert watch.line() == ("- GPU (nvidia-smi at each progress line): peak 20.0 GiB in use, "
+                            "57% busy on average over 1 samples\n")
+    cores = len(os.sched_getaffinity(0))
+    assert card_jobs(1, 20.0) == (min(cores, 2), f"{cores} cores / 1 threads a step, 40 GiB of "
+                                  "GPU memory / 20 GiB a step")
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert GpuWatch(jobs)() == "" and card_jobs(1, 20.0)[1] == f"{cores} cores / 1 threads a step"

@@ -1,0 +1,281 @@
+"""Table 2 of the CIFAR-10 proxy over the seeds whose runs are in, with no GPU.
+
+Each GPU run of benchmarks/cifar10_proxy.py returns OUT/seed{s}/, committed as
+benchmarks/results/cifar10-proxy/seed{s}/ (its README): the run's metrics (per-image flags,
+manifests), pseudo-label reports and train logs at their places under results/, its params,
+summary.md and run.json. This script reads those folders and renders, through the same functions
+as `wscat table`, `wscat paper-table` and `wscat paper-compare` (so it follows their statistics):
+mean ± std over the seeds, the paired comparison with WSCAT, and the companion beside the paper's
+CIFAR-10 numbers (wscat/report/reported.csv). It names the seeds present and the ones missing;
+it calls the table the three-seed table only when every seed of the tier is in.
+
+    python benchmarks/proxy_table.py            # benchmarks/results/cifar10-proxy/ -> .../table/
+    python benchmarks/proxy_table.py --seeds-dir DIR --out DIR [--require-all]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from wscat.config import load_params, method_for, validate_params  # noqa: E402
+from wscat.errors import describe, exit_code  # noqa: E402
+from wscat.io import write_text  # noqa: E402
+from wscat.report import paper  # noqa: E402
+
+EXPERIMENT = TIER = "cifar10-proxy"
+SEEDS_DIR = ROOT / "benchmarks" / "results" / EXPERIMENT
+SEED_DIR = re.compile(r"seed(\d+)")
+NAN = re.compile(r"\bnan\b", re.IGNORECASE)
+
+
+def seed_dirs(seeds_dir: Path) -> dict[int, Path]:
+    """seed -> its folder (seed{s}/ under `seeds_dir`), in seed order."""
+    if not seeds_dir.is_dir():
+        raise ValueError(f"{seeds_dir}: no such folder; pass --seeds-dir, the folder that holds "
+                         "the runs' seed{s}/ folders")
+    found = {int(m.group(1)): path for path in seeds_dir.iterdir()
+             if path.is_dir() and (m := SEED_DIR.fullmatch(path.name))}
+    if not found:
+        raise ValueError(f"{seeds_dir}: no seed{{s}}/ folder; copy a run's OUT/seed{{s}}/ there "
+                         "(DEVELOPERS.md, 'The CIFAR-10 proxy on a lent GPU')")
+    return dict(sorted(found.items()))
+
+
+def _comparable(params: dict[str, Any]) -> dict[str, Any]:
+    """The params without what may differ between the seeds' runs: the seed, and where the
+    device kept the npz of the same images."""
+    params = json.loads(json.dumps(params))
+    params["experiments"][EXPERIMENT].pop("seeds", None)
+    params["datasets"][params["experiments"][EXPERIMENT]["dataset"]].pop("path", None)
+    return params
+
+
+def _first_difference(a: Any, b: Any, where: str = "") -> str:
+    """The first key path at which two params differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in list(dict.fromkeys([*a, *b])):
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{where}.{key}".lstrip("."))
+    return where or "(the whole file)"
+
+
+def read_seeds(dirs: dict[int, Path]) -> dict[str, Any]:
+    """The params the seeds were run with (checked equal but for the seed and the data's path),
+    with experiments.cifar10-proxy.seeds = the seeds present."""
+    first: tuple[int, dict[str, Any]] | None = None
+    for seed, folder in dirs.items():
+        params = load_params(folder / "params.yaml")
+        if EXPERIMENT not in params["experiments"]:
+            raise ValueError(f"{folder / 'params.yaml'}: no experiment '{EXPERIMENT}'; not a "
+                             "CIFAR-10 proxy run's folder")
+        if params["experiments"][EXPERIMENT]["seeds"] != [seed]:
+            raise ValueError(f"{folder / 'params.yaml'}: a run of seeds "
+                             f"{params['experiments'][EXPERIMENT]['seeds']}, not of seed {seed} "
+                             f"as the folder's name says; put each run's folder under its seed")
+        if first is None:
+            first = (seed, params)
+        elif _comparable(params) != _comparable(first[1]):
+            key = _first_difference(_comparable(first[1]), _comparable(params))
+            raise ValueError(f"seed {seed} was run with other params than seed {first[0]} "
+                             f"({key}); its numbers do not add up with theirs: rerun it with the "
+                             "same params")
+    params = json.loads(json.dumps(first[1]))
+    params["experiments"][EXPERIMENT]["seeds"] = list(dirs)
+    return validate_params(params)
+
+
+def metrics_files(params: dict[str, Any], dirs: dict[int, Path]) -> list[Path]:
+    """Every run's metrics and extra metrics, each in its seed's folder; one missing (a run whose
+    evaluation did not finish) is an error."""
+    spec = params["experiments"][EXPERIMENT]
+    files = []
+    for seed, folder in dirs.items():
+        for method in spec["methods"]:
+            for path in map(Path, paper.Run(spec["dataset"], spec["model"], method, seed)
+                            .evaluated(str(folder))):
+                if not path.is_file():
+                    raise ValueError(f"{path}: missing, so seed {seed} is not complete (its run "
+                                     "did not finish every evaluation); rerun that seed "
+                                     "(DEVELOPERS.md) or move its folder out")
+                if json.loads(path.read_text()).get("seed") != seed:
+                    raise ValueError(f"{path}: holds another seed's metrics than seed {seed}; "
+                                     "copy each run's OUT/seed{s}/ unchanged")
+                files.append(path)
+    return files
+
+
+def _runs_line(seed: int, folder: Path) -> str:
+    """One line on how a seed's run went (run.json): machine, wall time, steps, calls."""
+    record_path = folder / "run.json"
+    if not record_path.is_file():
+        return f"- seed {seed}: no run.json (how the run went is not recorded)"
+    record = json.loads(record_path.read_text())
+    steps = record.get("steps", [])
+    done = sum(step["status"] == "done" for step in steps)
+    calls = ("in one call" if record.get("one_call")
+             else f"{sum(step['kept'] for step in steps)} steps kept from an earlier call")
+    return (f"- seed {seed}: {done} of {len(steps)} steps done, {calls}, "
+            f"{record.get('wall_s', 0):.0f} s on {record.get('machine', 'an unrecorded machine')}")
+
+
+def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
+    """The pseudo-labels' accuracy on the unlabelled images, per labeler and seed."""
+    spec = params["experiments"][EXPERIMENT]
+    lines = ["| labeler | " + " | ".join(f"seed {s}" for s in dirs) + " |",
+             "|---|" + "---:|" * len(dirs)]
+    for labeler in dict.fromkeys(method_for(params, m, spec["dataset"]).get("labeler")
+                                 for m in spec["methods"]):
+        if not labeler:
+            continue
+        cells = []
+        for seed, folder in dirs.items():
+            report = Path(f"{folder}/pseudo/{spec['dataset']}/{spec['model']}/{labeler}/"
+                          f"seed{seed}.json")
+            cells.append(f"{json.loads(report.read_text())['accuracy']:.2f}"
+                         if report.is_file() else "-")
+        lines.append(f"| {labeler} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _companion_markdown(path: Path) -> str:
+    """The companion's CSV as Markdown: ours (mean ± std), the paper's, the difference."""
+    import csv
+
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    lines = ["| method | metric | ours | paper | ours − paper |", "|---|---|---:|---:|---:|"]
+    for row in rows:
+        ours = "-" if not row["ours"] else f"{float(row['ours']):.2f}" + (
+            f" ± {float(row['ours_std']):.2f}" if row["ours_std"] else "")
+        difference = f"{float(row['difference']):+.2f}" if row["difference"] else "-"
+        lines.append(f"| {row['method']} | {row['metric']} | {ours} | "
+                     f"{float(row['paper']):.2f} | {difference} |")
+    return "\n".join(lines) + "\n"
+
+
+def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = False
+           ) -> list[Path]:
+    """Write the table's files to `out` (all rendered first, so a failure writes nothing);
+    returns the files written."""
+    from wscat.steps import paper as paper_step
+    from wscat.steps import table as table_step
+
+    dirs = seed_dirs(seeds_dir)
+    missing = [s for s in expected if s not in dirs]
+    if require_all and missing:
+        raise ValueError(f"seeds {', '.join(map(str, missing))} of {', '.join(map(str, expected))} "
+                         f"are missing in {seeds_dir}; run them (DEVELOPERS.md) before the "
+                         f"{len(expected)}-seed table")
+    params = read_seeds(dirs)
+    files = metrics_files(params, dirs)
+    label = next(entry["performance"]["label"] for entry in paper.tier_spec(params, TIER)
+                 ["datasets"] if entry["dataset"] == params["experiments"][EXPERIMENT]["dataset"])
+    with tempfile.TemporaryDirectory(prefix="proxy-table-") as tmp:
+        stage, root = Path(tmp) / "out", Path(tmp) / "results"
+        for path in files:  # the seeds' folders as one results/ for `wscat paper-table`
+            folder = next(f for f in dirs.values() if path.is_relative_to(f))
+            link = root / path.relative_to(folder)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(path.resolve())
+        table = stage / EXPERIMENT
+        table_step.run(params, experiment=EXPERIMENT, metrics=files, tex=table.with_suffix(".tex"),
+                       csv=table.with_suffix(".csv"), summary=table.with_suffix(".json"),
+                       md=table.with_suffix(".md"),
+                       paired_csv=stage / f"{EXPERIMENT}-paired.csv",
+                       paired_tex=stage / f"{EXPERIMENT}-paired.tex")
+        paper_step.run_table(params, tier=TIER, label=label, results=str(root),
+                             tex=stage / f"{label}.tex", csv=stage / f"{label}.csv")
+        paper_step.run_compare(label=label, table_csv=stage / f"{label}.csv",
+                               paper_cells=paper.paper_cells(params, TIER, label),
+                               tex=stage / f"{label}-vs-paper.tex",
+                               csv=stage / f"{label}-vs-paper.csv")
+        write_text(stage / "table.md", page(params, dirs, expected, stage, label))
+        for path in stage.iterdir():
+            if NAN.search(path.read_text()):
+                raise ValueError(f"{path.name} would hold a NaN (a std over {len(dirs)} seed(s) "
+                                 "is undefined where the table's statistics need two); render "
+                                 "once another seed is in")
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for path in sorted(stage.iterdir()):
+            target, partial = out / path.name, out / f".{path.name}.partial"
+            shutil.copyfile(path, partial)  # then a rename on out's own file system
+            partial.chmod(0o644)
+            os.replace(partial, target)
+            written.append(target)
+    return written
+
+
+def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], stage: Path,
+         label: str) -> str:
+    """table.md: which seeds are in, how each ran, Table 2 with the paired comparison, the
+    companion beside the paper's CIFAR-10 numbers, the labelers' pseudo-labels."""
+    present = list(dirs)
+    missing = [s for s in expected if s not in dirs]
+    seeds = ", ".join(map(str, present))
+    count = {2: "two", 3: "three", 4: "four", 5: "five"}.get(len(expected), str(len(expected)))
+    if not missing:
+        status = (f"All {count} seeds of the tier are in ({seeds}): this is the {count}-seed "
+                  "table.")
+    else:
+        status = (f"Seed{'s' if len(present) > 1 else ''} in: {seeds} ({len(present)} of "
+                  f"{len(expected)}). Still missing: seed{'s' if len(missing) > 1 else ''} "
+                  f"{', '.join(map(str, missing))}. This is not the {count}-seed table.")
+    extra = [s for s in present if s not in expected]
+    if extra:
+        status += f" Seeds {', '.join(map(str, extra))} are not among the tier's seeds."
+    model = params["experiments"][EXPERIMENT]["model"]
+    model = paper.tier_spec(params, TIER)["model_names"].get(model, model)
+    companion = stage / f"{label}-vs-paper.csv"
+    return "\n".join([
+        f"# Table 2 on the CIFAR-10 proxy ({model}), seed{'s' if len(present) > 1 else ''} "
+        f"{seeds}", "",
+        "Rendered by `benchmarks/proxy_table.py` from "
+        + ", ".join(f"`seed{s}/`" for s in present) + " (no GPU).", "", f"**{status}**", "",
+        *[_runs_line(seed, folder) for seed, folder in dirs.items()], "",
+        "## Accuracy (%), mean ± std over the seeds, and the paired comparison with WSCAT", "",
+        (stage / f"{EXPERIMENT}.md").read_text(),
+        "## Beside the paper's CIFAR-10 numbers (Table 2, WRN-28-10, 100 epochs, 46,000 "
+        "unlabelled images)", "", _companion_markdown(companion),
+        "## The labelers' pseudo-labels: accuracy (%) on the unlabelled training images", "",
+        _labelers(params, dirs)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds-dir", type=Path, default=SEEDS_DIR,
+                        help="the folder of the runs' seed{s}/ folders")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the table's files go (default: SEEDS_DIR/table)")
+    parser.add_argument("--expect", type=int, nargs="+", default=None,
+                        help="the tier's seeds (default: params.yaml's experiment seeds)")
+    parser.add_argument("--require-all", action="store_true",
+                        help="fail unless every expected seed is in")
+    args = parser.parse_args(argv)
+    try:
+        expected = args.expect or load_params(ROOT / "params.yaml")["experiments"][EXPERIMENT][
+            "seeds"]
+        written = render(args.seeds_dir, args.out or args.seeds_dir / "table", expected,
+                         args.require_all)
+    except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - one line for bad input
+        line = describe(error)
+        if line is None:
+            raise
+        print(f"proxy_table: error: {line}", file=sys.stderr)
+        return exit_code(error)
+    print(f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""benchmarks/jobrunner.py's order of starting steps (`startable`), on fake steps: no processes,
+no torch. The CIFAR-10 proxy's own graph is checked in tests/workflow/test_cifar10_proxy.py."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from jobrunner import Job, startable  # noqa: E402
+
+
+def jobs_of(*specs: tuple) -> list[Job]:
+    """Jobs from (name, deps, priority, beside, status) tuples."""
+    return [Job(name, [], deps, priority=priority, beside=beside, status=status)
+            for name, deps, priority, beside, status in specs]
+
+
+def names(jobs: list[Job]) -> list[str]:
+    return [job.name for job in jobs]
+
+
+def simulate(jobs: list[Job], parallel: int, seconds: dict[str, float]
+             ) -> dict[str, tuple[float, float]]:
+    """Start and end of every job when each takes `seconds[name]`, scheduled by `startable`."""
+    clock, times = 0.0, {}
+    while any(job.status != "done" for job in jobs):
+        for job in startable(jobs, parallel):
+            job.status, times[job.name] = "running", (clock, clock + seconds[job.name])
+        running = [job for job in jobs if job.status == "running"]
+        assert running, "nothing runs and nothing can start: the schedule is stuck"
+        clock = min(times[job.name][1] for job in running)
+        for job in running:
+            if times[job.name][1] == clock:
+                job.status = "done"
+    return times
+
+
+def test_ready_jobs_start_by_priority_then_in_list_order() -> None:
+    jobs = jobs_of(("a", [], 0, None, "pending"), ("b", [], 5, None, "pending"),
+                   ("c", [], 0, None, "pending"), ("d", [], 5, None, "pending"),
+                   ("e", ["a"], 9, None, "pending"))
+    assert names(startable(jobs, 3)) == ["b", "d", "a"]  # e waits for a
+    assert names(startable(jobs, 10)) == ["b", "d", "a", "c"]
+    jobs[0].status = "done"
+    assert names(startable(jobs, 1)) == ["e"]
+
+
+def test_a_prioritised_job_that_must_wait_holds_back_the_lower_ones() -> None:
+    """No free slot for the labeler: nothing of lower priority takes the next one."""
+    jobs = jobs_of(("x", [], 0, None, "running"), ("y", [], 0, None, "running"),
+                   ("labeler", [], 5, None, "pending"), ("other", [], 0, None, "pending"))
+    assert startable(jobs, 2) == []
+    jobs[0].status = "done"
+    assert names(startable(jobs, 2)) == ["labeler"]
+    # A job of priority 0 that cannot start holds nothing back.
+    jobs = jobs_of(("x", [], 0, 0, "running"), ("p", [], 0, None, "pending"),
+                   ("q", [], 0, None, "pending"))
+    assert startable(jobs, 4) == []
+
+
+def test_beside_caps_what_shares_the_device() -> None:
+    # The labeler alone (beside 0): it waits for the running job, and holds the others back.
+    jobs = jobs_of(("x", [], 0, None, "running"), ("labeler", [], 5, 0, "pending"),
+                   ("other", [], 0, None, "pending"))
+    assert startable(jobs, 4) == []
+    jobs[0].status = "done"
+    assert names(startable(jobs, 4)) == ["labeler"]
+    jobs[1].status = "running"
+    assert startable(jobs, 4) == []
+    # beside 2: two others may run next to it, however many slots there are.
+    jobs = jobs_of(("labeler", [], 5, 2, "running"), *[(n, [], 0, None, "pending")
+                                                       for n in "abcd"])
+    assert names(startable(jobs, 6)) == ["a", "b"]
+
+
+def proxy_like(beside: int | None) -> list[Job]:
+    """The shape of the CIFAR-10 proxy's graph: split; the Mean Teacher chain (priority 60), the
+    Standard -> RST chain (15); TRADES, WSCAT-sup and the evaluations (0)."""
+    chain = {"mt": 60, "pseudo mt": 60, "wscat": 60, "eval wscat": 60, "std": 15,
+             "pseudo std": 15, "rst": 15, "eval rst": 15}
+    deps = {"split": [], "std": ["split"], "pseudo std": ["std"], "mt": ["split"],
+            "pseudo mt": ["mt"], "trades": ["split"], "sup": ["split"],
+            "rst": ["pseudo std"], "wscat": ["pseudo mt"], "eval std": ["std"],
+            "eval mt": ["mt"], "eval trades": ["trades"], "eval sup": ["sup"],
+            "eval rst": ["rst"], "eval wscat": ["wscat"]}
+    return [Job(name, [], needs, priority=chain.get(name, 0),
+                beside=beside if name in ("mt", "pseudo mt") else None)
+            for name, needs in deps.items()]
+
+
+SECONDS = {"split": 5, "std": 40, "pseudo std": 8, "mt": 90, "pseudo mt": 7, "trades": 280,
+           "sup": 290, "rst": 280, "wscat": 280, "eval std": 30, "eval mt": 30,
+           "eval trades": 100, "eval sup": 100, "eval rst": 100, "eval wscat": 100}
+
+
+def test_the_critical_chain_is_never_starved() -> None:
+    """However few the slots, each step of the Mean Teacher chain starts the moment the step it
+    needs ends."""
+    for parallel in (1, 2, 3, 6):
+        for beside in (None, 0, 2):
+            times = simulate(proxy_like(beside), parallel, SECONDS)
+            for before, after in (("split", "mt"), ("mt", "pseudo mt"),
+                                  ("pseudo mt", "wscat"), ("wscat", "eval wscat")):
+                assert times[after][0] == times[before][1], (parallel, beside, after)
+
+
+def most_beside(times: dict[str, tuple[float, float]], name: str) -> int:
+    """The most other jobs running at once while `name` runs."""
+    start, end = times[name]
+    instants = [start] + [s for s, _ in times.values() if start < s < end]
+    return max(sum(1 for other, (s, e) in times.items() if other != name and s <= t < e)
+               for t in instants)
+
+
+def test_beside_keeps_the_labeler_alone_or_with_few() -> None:
+    for beside in (0, 2):
+        times = simulate(proxy_like(beside), 6, SECONDS)
+        assert most_beside(times, "mt") == beside and most_beside(times, "pseudo mt") <= beside
+    assert most_beside(simulate(proxy_like(None), 6, SECONDS), "mt") > 2  # no cap: what is ready
