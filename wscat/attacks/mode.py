@@ -30,3 +30,19 @@ def eval_mode_enforced(model: nn.Module) -> Iterator[None]:
     finally:
         for handle in handles:
             handle.remove()
+
+
+@contextmanager
+def frozen_parameters(model: nn.Module) -> Iterator[None]:
+    """The model's parameters stop requiring gradients inside the block: an attack differentiates
+    with respect to its inputs only, and a library that calls `loss.backward()` (pyautoattack's
+    APGD and FAB do) would otherwise also compute, and accumulate into `.grad`, every weight's
+    gradient. The input gradients are the same bits either way."""
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    for p, _ in flags:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)

@@ -83,7 +83,21 @@ def _combine(results: list[ShardResult], config: dict[str, Any], n_examples: int
 def autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, variant: Variant,
                         eps: float, seed: int, batch_size: int, shard_size: int,
                         shard_dir: Path | None = None) -> AutoAttackResult:
-    """AutoAttack `variant` on (x, y), shard by shard; finished shards are kept in `shard_dir`."""
+    """AutoAttack `variant` on (x, y), shard by shard; finished shards are kept in `shard_dir`.
+    The model's parameters are frozen meanwhile (`frozen_parameters`): the library's backward
+    passes then compute input gradients only."""
+    from wscat.attacks.mode import frozen_parameters
+    from wscat.models import LogitsOnly
+
+    with frozen_parameters(model):
+        return _autoattack_accuracy(model, x, y, variant=variant, eps=eps, seed=seed,
+                                    batch_size=batch_size, shard_size=shard_size,
+                                    shard_dir=shard_dir)
+
+
+def _autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, variant: Variant,
+                         eps: float, seed: int, batch_size: int, shard_size: int,
+                         shard_dir: Path | None) -> AutoAttackResult:
     from wscat.models import LogitsOnly
 
     logits = LogitsOnly(model).eval()
