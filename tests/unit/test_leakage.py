@@ -1,11 +1,22 @@
-"""No method that sees unlabelled data learns from its true labels: through the CLI, every such
-method (MT, RST, WSCAT and its variants, PUAT, DMAT) trains on a dataset and on the same dataset
-with every unlabelled label changed, and both runs must agree bit for bit: best.pt and last.pt,
-the model, its EMA and the method's own parts (heads, GAN), and the training log."""
+"""No label outside the budget reaches training (DESIGN.md, principle 8). Through the CLI, the
+real chain (split, the labelers' training, the real `wscat pseudo-label`, the methods that learn
+from their pseudo-labels) runs on a dataset and on copies of it with one kind of label changed:
+
+- the unlabelled images' labels: every method that sees unlabelled data (MT, RST, WSCAT and its
+  variants, PUAT, DMAT) trains bit for bit the same: best.pt, last.pt, the model, its EMA, the
+  method's own parts, the training log, and the pseudo-labels;
+- the test labels: every output of the chain is the same, the split included;
+- the validation labels: the weights after every epoch are the same (selection may differ).
+
+A planted leak (the test images with their true labels appended to the training data) makes the
+test-label check fail: the suite catches the leak it is written for."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +24,18 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
+import wscat.steps.train as train_step
+import wscat.training.trainer as trainer
 from tests.helpers.tiny import tiny_params, write_params
 from wscat import cli
 from wscat.checkpoint import load_checkpoint
 
 METHODS = ["mt", "rst", "wscat", "wscat-fixed", "wscat-self", "wscat-std", "puat", "dmat"]
+CHAIN = ["standard", "mt", "trades", "rst", "wscat"]  # every kind of data: labelled, semi, pseudo
+LABELER = {"rst": "standard", "wscat-std": "standard", "wscat": "mt", "wscat-fixed": "mt",
+           "wscat-self": "mt"}
 N_TRAIN = 1437  # digits' first 1,437 images train, the other 360 test
-pytestmark = pytest.mark.slow  # every test reads the `runs` fixture: 16 trainings
+pytestmark = pytest.mark.slow  # the fixture trains the chain on four datasets
 
 
 def _params(path: str) -> dict:
@@ -35,51 +51,114 @@ def _params(path: str) -> dict:
     return params
 
 
-def _save_dataset(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
-    np.savez(path, x_train=images[:N_TRAIN], y_train=labels[:N_TRAIN],
-             x_test=images[N_TRAIN:], y_test=labels[N_TRAIN:])
+def _save(path: Path, images: np.ndarray, train: np.ndarray, test: np.ndarray) -> None:
+    np.savez(path, x_train=images[:N_TRAIN], y_train=train, x_test=images[N_TRAIN:], y_test=test)
+
+
+def _changed(labels: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Every label at `where` moved to another class."""
+    out = labels.copy()
+    out[where] = (labels[where] + 1 + np.arange(len(where)) % 9) % 10
+    return out
 
 
 def _main(*args: object) -> None:
     assert cli.main([str(a) for a in args]) == 0
 
 
+@contextmanager
+def _epoch_weights(record: dict[str, list[str]]) -> Iterator[None]:
+    """Record a digest of the weights (model, EMA, the method's parts) after every epoch, per
+    run folder: the trainer checkpoints them in resume/last.pt each epoch."""
+    save = trainer.save_checkpoint
+
+    def spy(path: Path, state: dict) -> None:
+        if Path(path).name == "last.pt":
+            digest = hashlib.sha256()
+            for part in ("model", "ema", "method"):
+                for key, value in sorted(_flat(state[part], part)):
+                    digest.update(key.encode() + value)
+            out = Path(path).parent.parent  # out_dir/resume/last.pt
+            record.setdefault(f"{out.parent.name}/{out.name}", []).append(digest.hexdigest())
+        save(path, state)
+
+    trainer.save_checkpoint = spy
+    try:
+        yield
+    finally:
+        trainer.save_checkpoint = save
+
+
+def _flat(state: object, prefix: str) -> list[tuple[str, bytes]]:
+    if isinstance(state, torch.Tensor):
+        return [(prefix, state.detach().cpu().contiguous().numpy().tobytes())]
+    if isinstance(state, dict):
+        return [item for k, v in state.items() for item in _flat(v, f"{prefix}.{k}")]
+    if isinstance(state, (list, tuple)):
+        return [item for i, v in enumerate(state) for item in _flat(v, f"{prefix}.{i}")]
+    return [(prefix, repr(state).encode())]
+
+
+def _chain(name: str, methods: list[str], pseudo_from: str | None = None) -> None:
+    """Train the labelers, pseudo-label with the real step, train `methods` on dataset `name`
+    (in the current folder; split s.npz). With `pseudo_from`, the pseudo-labels of that run."""
+    args = ("--params", f"{name}.yaml", "--dataset", "digits", "--seed", 1)
+    for labeler in ("standard", "mt"):
+        if labeler in methods or pseudo_from is None:
+            _main("train", *args, "--model", "cnn", "--method", labeler, "--split", "s.npz",
+                  "--out-dir", f"{name}/{labeler}")
+        if pseudo_from is None:
+            _main("pseudo-label", *args, "--model", "cnn", "--labeler", labeler,
+                  "--split", "s.npz", "--checkpoint", f"{name}/{labeler}/best.pt",
+                  "--out", f"{name}/{labeler}.npz", "--metrics", f"{name}/{labeler}.json")
+    source = pseudo_from or name
+    for method in methods:
+        if method in ("standard", "mt"):
+            continue
+        extra: list[object] = []
+        if method in LABELER:
+            extra = ["--pseudo", f"{source}/{LABELER[method]}.npz"]
+        if method == "dmat":
+            extra = ["--labeler-checkpoint", f"{source}/mt/best.pt"]
+        _main("train", *args, "--model", "cnn", "--method", method, "--split", "s.npz",
+              "--out-dir", f"{name}/{method}", *extra)
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Path:
-    """Every method trained twice: on `true/` and on `scrambled/` (unlabelled labels changed)."""
+def runs(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
+    """The chain on `true/` and on datasets with the unlabelled, the test or the validation
+    labels changed; and the weights of every epoch of every run."""
     work = tmp_path_factory.mktemp("leakage")
     here, threads = os.getcwd(), torch.get_num_threads()
     os.chdir(work)
     torch.set_num_threads(1)
+    epochs: dict[str, list[str]] = {}
     try:
         digits = load_digits()
         images = (digits.images * 15).astype(np.uint8)[..., None]  # 17 levels as k*15/255
         labels = digits.target.astype(np.int64)
-        _save_dataset(work / "true.npz", images, labels)
+        train, test = labels[:N_TRAIN], labels[N_TRAIN:]
+        _save(work / "true.npz", images, train, test)
         np.savez(work / "generated.npz", images=images[:40])
-        for name in ("true", "scrambled"):
+        for name in ("true", "unlabelled", "test", "validation"):
             write_params(work / f"{name}.yaml", _params(f"{name}.npz"))
-        _main("split", "--params", "true.yaml", "--dataset", "digits", "--seed", 1, "--out", "s.npz")
-        unlabelled = np.load(work / "s.npz")["unlabelled"]
-        scrambled = labels.copy()
-        scrambled[unlabelled] = (labels[unlabelled] + 1 + np.arange(len(unlabelled)) % 9) % 10
-        _save_dataset(work / "scrambled.npz", images, scrambled)
-        pseudo = np.random.default_rng(0).integers(0, 10, len(unlabelled))
-        np.savez(work / "p.npz", indices=unlabelled, pseudo_labels=pseudo)
-        for name in ("true", "scrambled"):
-            for method in METHODS:
-                extra = []
-                if method in ("rst", "wscat", "wscat-fixed", "wscat-self", "wscat-std"):
-                    extra = ["--pseudo", "p.npz"]
-                if method == "dmat":
-                    extra = ["--labeler-checkpoint", f"{name}/mt/best.pt"]
-                _main("train", "--params", f"{name}.yaml", "--dataset", "digits", "--model", "cnn",
-                      "--method", method, "--seed", 1, "--split", "s.npz",
-                      "--out-dir", f"{name}/{method}", *extra)
+        _main("split", "--params", "true.yaml", "--dataset", "digits", "--seed", 1,
+              "--out", "s.npz")
+        split = np.load(work / "s.npz")
+        _save(work / "unlabelled.npz", images, _changed(train, split["unlabelled"]), test)
+        _save(work / "test.npz", images, train, _changed(test, np.arange(len(test))))
+        _save(work / "validation.npz", images, _changed(train, split["validation"]), test)
+        _main("split", "--params", "test.yaml", "--dataset", "digits", "--seed", 1,
+              "--out", "s-test.npz")
+        with _epoch_weights(epochs):
+            _chain("true", sorted(set(METHODS) | set(CHAIN)))
+            _chain("unlabelled", METHODS)
+            _chain("test", CHAIN)
+            _chain("validation", CHAIN, pseudo_from="true")
     finally:
         os.chdir(here)
         torch.set_num_threads(threads)
-    return work
+    return work, epochs
 
 
 def _same(a: object, b: object) -> bool:
@@ -98,21 +177,88 @@ def _log(path: Path) -> list[dict[str, str]]:
         return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(handle)]
 
 
+def differences(true: Path, other: Path, methods: list[str]) -> list[str]:
+    """What differs between two chains' training outputs: checkpoints (every part), training
+    logs and pseudo-labels. Empty when no changed label reached training."""
+    found = []
+    for method in methods:
+        for name, parts in (("best.pt", ("ema", "method", "epoch", "best")),
+                            ("last.pt", ("model", "ema", "method", "epoch", "best"))):
+            a, b = load_checkpoint(true / method / name), load_checkpoint(other / method / name)
+            found += [f"{method} {name}: {part}" for part in parts if not _same(a[part], b[part])]
+        if _log(true / method / "train_log.csv") != _log(other / method / "train_log.csv"):
+            found.append(f"{method} train_log.csv")
+    for labeler in ("standard", "mt"):
+        if (other / f"{labeler}.npz").is_file():
+            a, b = np.load(true / f"{labeler}.npz"), np.load(other / f"{labeler}.npz")
+            if not all(np.array_equal(a[k], b[k]) for k in ("indices", "pseudo_labels")):
+                found.append(f"pseudo-labels of {labeler}")
+    return found
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_true_labels_of_unlabelled_data_never_reach_training(runs, method):
-    true, scrambled = runs / "true" / method, runs / "scrambled" / method
-    for name, parts in (("best.pt", ("ema", "method", "epoch", "best")),
-                        ("last.pt", ("model", "ema", "method", "epoch", "best"))):
-        a, b = load_checkpoint(true / name), load_checkpoint(scrambled / name)
-        for part in parts:
-            assert _same(a[part], b[part]), f"{method} {name}: {part} depends on unlabelled labels"
-    assert _log(true / "train_log.csv") == _log(scrambled / "train_log.csv")
+    work, _ = runs
+    found = differences(work / "true", work / "unlabelled", [method])  # pseudo-labels included
+    assert found == [], f"{method} depends on the unlabelled images' labels: {found}"
 
 
-def test_the_scrambled_dataset_differs_where_it_should(runs):
-    """The control: only unlabelled labels differ, all of them."""
-    true, scrambled = np.load(runs / "true.npz"), np.load(runs / "scrambled.npz")
-    unlabelled = np.load(runs / "s.npz")["unlabelled"]
-    changed = np.flatnonzero(true["y_train"] != scrambled["y_train"])
-    assert np.array_equal(changed, unlabelled)
-    assert np.array_equal(true["x_train"], scrambled["x_train"])
+def test_test_labels_reach_no_output(runs):
+    """Every output of the chain, the split and the pseudo-labels included, is the same."""
+    work, _ = runs
+    a, b = np.load(work / "s.npz"), np.load(work / "s-test.npz")
+    assert all(np.array_equal(a[k], b[k]) for k in a.files), "the split reads test labels"
+    assert differences(work / "true", work / "test", CHAIN) == []
+
+
+def test_validation_labels_change_no_weights_of_any_epoch(runs):
+    """Validation only selects: the weights after every epoch are the same; the scores (and so
+    best.pt and the log's validation columns) may differ."""
+    work, epochs = runs
+    for method in CHAIN:
+        true, other = epochs[f"true/{method}"], epochs[f"validation/{method}"]
+        assert len(true) == 2 and true == other, f"{method}: validation labels moved its weights"
+    log = _log(work / "validation" / "standard" / "train_log.csv")
+    assert log != _log(work / "true" / "standard" / "train_log.csv")  # they were read, and differ
+
+
+def test_the_changed_datasets_differ_where_they_should(runs):
+    """The control: each copy changes its own labels, all of them, and nothing else."""
+    work, _ = runs
+    true = np.load(work / "true.npz")
+    split = np.load(work / "s.npz")
+    for name, part, where in (("unlabelled", "y_train", split["unlabelled"]),
+                              ("validation", "y_train", split["validation"]),
+                              ("test", "y_test", np.arange(len(true["y_test"])))):
+        other = np.load(work / f"{name}.npz")
+        assert np.array_equal(np.flatnonzero(true[part] != other[part]), where), name
+        for key in {"x_train", "x_test", "y_train", "y_test"} - {part}:
+            assert np.array_equal(true[key], other[key]), (name, key)
+
+
+def test_a_planted_test_label_leak_fails_the_suite(runs, monkeypatch, tmp_path):
+    """Append the test images with their true labels to every run's labelled data: the
+    test-label check then finds differences (it would fail), so it can catch this leak."""
+    work, _ = runs
+    real = train_step.training_data
+
+    def leaky(source, split, kind, pseudo):
+        data = real(source, split, kind, pseudo)
+        test = torch.as_tensor(split.test)
+        data.labelled_x = torch.cat([data.labelled_x, source.images[test]])
+        data.labelled_y = torch.cat([data.labelled_y, source.labels[test]])
+        return data
+
+    monkeypatch.setattr(train_step, "training_data", leaky)
+    here, threads = os.getcwd(), torch.get_num_threads()
+    os.chdir(work)
+    torch.set_num_threads(1)
+    try:
+        for name in ("true", "test"):
+            _main("train", "--params", f"{name}.yaml", "--dataset", "digits", "--seed", 1,
+                  "--model", "cnn", "--method", "trades", "--split", "s.npz",
+                  "--out-dir", tmp_path / name / "trades")
+    finally:
+        os.chdir(here)
+        torch.set_num_threads(threads)
+    assert differences(tmp_path / "true", tmp_path / "test", ["trades"]) != []

@@ -36,14 +36,14 @@ ACCURACY = {
     "wscat": {"Natural": [78.0, 79.0, 80.0], "FGSM": [60.0, 61.0, 62.0], "PGD": [50.0, 50.0, 53.0],
               "CW": [44.0, 45.0, 46.0], "AA": [29.0, 31.0, 33.0], "Mean": [55.0, 56.0, 57.0]},
 }
-# Worked by hand: mean and population std (ddof=0) of a few cells, to 2 decimals.
+# Worked by hand: mean and sample std over the seeds (ddof=1) of a few cells, to 2 decimals.
 BY_HAND = {
-    ("standard", "Natural"): (98.50, 0.41),   # sqrt((0.25 + 0 + 0.25) / 3)
-    ("trades", "PGD"): (42.00, 2.16),         # sqrt((4 + 1 + 9) / 3)
+    ("standard", "Natural"): (98.50, 0.50),   # sqrt((0.25 + 0 + 0.25) / 2)
+    ("trades", "PGD"): (42.00, 2.65),         # sqrt((4 + 1 + 9) / 2)
     ("trades", "CW"): (35.00, 0.00),
-    ("wscat", "PGD"): (51.00, 1.41),          # sqrt((1 + 1 + 4) / 3)
-    ("wscat", "AA"): (31.00, 1.63),           # sqrt((4 + 0 + 4) / 3)
-    ("trades", "AA"): (31.00, 0.82),          # sqrt((1 + 0 + 1) / 3)
+    ("wscat", "PGD"): (51.00, 1.73),          # sqrt((1 + 1 + 4) / 2)
+    ("wscat", "AA"): (31.00, 2.00),           # sqrt((4 + 0 + 4) / 2)
+    ("trades", "AA"): (31.00, 1.00),          # sqrt((1 + 0 + 1) / 2)
 }
 BOLD = {"Natural": {"trades"}, "FGSM": {"wscat"}, "PGD": {"wscat"}, "CW": {"wscat"},
         "AA": {"trades", "wscat"}, "Mean": {"wscat"}}
@@ -110,23 +110,27 @@ def test_csv_and_summary_match_hand_computed(tmp_path: Path) -> None:
             row = table[method, metric]
             assert (row["table"], row["dataset"], row["model"], row["n_seeds"]) == ("digits", "digits", "cnn", "3")
             assert row["mean"] == f"{statistics.fmean(values):.2f}"
-            assert row["std"] == f"{statistics.pstdev(values):.2f}"
+            assert row["std"] == f"{statistics.stdev(values):.2f}"
             assert summary[method][metric] == round(statistics.fmean(values), 4)
     assert summary["trades"]["PGD"] == 42.0 and summary["standard"]["Natural"] == 98.5
 
 
-def test_summarise_uses_population_std() -> None:
+def test_summarise_uses_the_sample_std() -> None:
     import pandas as pd
     frame = pd.DataFrame({"method": ["m"] * 2, "seed": [1, 2], "metric": ["PGD"] * 2, "value": [1.0, 3.0]})
     frame = pd.concat([frame] + [frame.assign(metric=m) for m in METRICS if m != "PGD"])
     row = summarise(frame, ["m"]).set_index("metric").loc["PGD"]
-    assert (row["mean"], row["std"], row["n_seeds"]) == (2.0, 1.0, 2)  # ddof=1 would give sqrt(2)
+    assert (row["mean"], row["n_seeds"]) == (2.0, 2)
+    assert row["std"] == pytest.approx(2 ** 0.5)  # ddof=1, as pandas; ddof=0 would give 1
+    one = summarise(frame[frame["seed"] == 1], ["m"]).set_index("metric").loc["PGD"]
+    assert (one["mean"], one["std"], one["n_seeds"]) == (1.0, 0.0, 1)  # one seed: no spread
 
 
 def test_tex_layout_and_bold(tmp_path: Path) -> None:
     tex = build(tmp_path, make_metrics(tmp_path / "metrics"))["tex_path"].read_text()
     assert tex.lstrip().startswith(r"\begin{table*}[t]") and r"\centering" in tex
-    assert r"\caption{Performance on digits (cnn): mean and standard deviation over seeds 1, 2, 3." in tex
+    assert (r"\caption{Performance on digits (cnn): mean and sample standard deviation (ddof=1) "
+            "over seeds 1, 2, 3.") in tex
     assert r"\label{Tab-RQ1-digits}" in tex
     spec, rows, midrules = parse_tabular(tex)
     assert spec.replace("|", "") == "l" + "c" * len(METHODS)
@@ -141,12 +145,12 @@ def test_tex_layout_and_bold(tmp_path: Path) -> None:
             match = CELL.fullmatch(cell)
             assert match, cell
             values = ACCURACY[method][metric]
-            assert match[2] == f"{statistics.fmean(values):.2f}" and match[3] == f"{statistics.pstdev(values):.2f}"
+            assert match[2] == f"{statistics.fmean(values):.2f}" and match[3] == f"{statistics.stdev(values):.2f}"
             if match[1]:
                 bold.add(method)
         assert bold == BOLD[metric], metric
-    assert rows[1][1] == r"{${98.50}_{\pm0.41}$}"  # best Natural overall, but Standard is not AT
-    assert rows[1][2] == r"{$\bm{81.00}_{\pm0.82}$}"
+    assert rows[1][1] == r"{${98.50}_{\pm0.50}$}"  # best Natural overall, but Standard is not AT
+    assert rows[1][2] == r"{$\bm{81.00}_{\pm1.00}$}"
 
 
 def test_tex_compiles(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from wscat.evaluation import harmonic_mean  # noqa: E402
 from wscat.io import atomic_path, write_text  # noqa: E402
 from wscat.report import paper  # noqa: E402
 from wscat.report.names import display_name  # noqa: E402
+from wscat.report.table import seed_std  # noqa: E402
 
 COLOURS = {"Natural": "tab:blue", "PGD": "tab:red", "HM": "tab:green"}
 
@@ -140,7 +141,7 @@ def unlabel_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -
             xs.append(count)
             ys.append(float(np.mean(means)))
             table.append({"dataset": entry["name"], "fraction": fraction, "unlabelled": count,
-                          "mean": round(ys[-1], 4), "std": round(float(np.std(means)), 4)})
+                          "mean": round(ys[-1], 4), "std": round(seed_std(means), 4)})
         ax.plot(xs, ys, marker="o", color="tab:green")
         ax.set(xlabel="unlabelled samples used", ylabel="harmonic mean accuracy (%)",
                title=entry["name"])

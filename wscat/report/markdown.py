@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from wscat.report.paired import verdict
+from wscat.report.paired import has_interval, t_quantile, verdict
 from wscat.report.cells import latex_escape, row_name, shown_cells
 
 
@@ -37,34 +37,57 @@ def paired_csv(paired: pd.DataFrame, display_names: Mapping[str, str]) -> str:
     return frame.to_csv(index=False, float_format="%.2f", lineterminator="\n")
 
 
+def _interval(row: Mapping, fmt: str = "[{:+.2f}, {:+.2f}]") -> str:
+    """The interval as printed; '—' where there is none (one seed, or refused: `note`)."""
+    return fmt.format(row["ci_low"], row["ci_high"]) if has_interval(row) else "—"
+
+
+def how_to_read(first: Mapping, reference: str) -> str:
+    """The sentence under every paired comparison: what the interval is (wscat.report.paired)."""
+    k = int(first["n_seeds"])
+    if str(first.get("note") or "").startswith("no interval:"):  # refused: paired.NotTheTablesMean
+        return (f"difference in the table's Mean (method − {reference}), averaged over "
+                f"{k} seed(s); {first['note']}.")
+    if k < 2:
+        return (f"difference in Mean (method − {reference}) on one seed: no interval, since one "
+                "seed says nothing of the seed-to-seed spread.")
+    return (f"difference in Mean (method − {reference}), averaged over {k} seeds, with a 95% "
+            f"interval from Student's t with {k - 1} degrees of freedom on the per-seed "
+            f"differences (t = {t_quantile(0.975, k - 1):.2f}), widened by the test-set term "
+            f"shared by the seeds ({first['n_bootstrap']} resamples of the {first['n_images']} "
+            "test images). It holds its level with three seeds (docs/evaluation.md). An interval "
+            "that contains 0 is noise, not a ranking.")
+
+
 def paired_markdown(paired: pd.DataFrame, display_names: Mapping[str, str]) -> str:
     """The paired comparison as Markdown, with the sentence that says how to read it."""
     if paired.empty:
         return ""
     first = paired.iloc[0]
-    lines = [f"*Paired comparison with {display_names[first['reference']]}: difference in Mean "
-             f"(method − {display_names[first['reference']]}), 95% interval of a paired bootstrap "
-             f"over the {first['n_images']} test images and {first['n_seeds']} seeds "
-             f"({first['n_bootstrap']} draws). An interval that contains 0 is noise, not a "
-             "ranking.*", "", _row(["method", "Δ Mean", "95% interval", "verdict"]),
+    reference = display_names[first["reference"]]
+    lines = [f"*Paired comparison with {reference}: {how_to_read(first, reference)}*", "",
+             _row(["method", "Δ Mean", "95% interval", "verdict"]),
              _row(["---", "---:", "---:", "---"])]
     for row in paired.to_dict("records"):
         lines.append(_row([display_names[row["method"]], f"{row['delta_mean']:+.2f}",
-                           f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]", verdict(row)]))
+                           _interval(row), verdict(row)]))
     return "\n".join(lines) + "\n"
 
 
 def paired_tex(paired: pd.DataFrame, display_names: Mapping[str, str], *, label: str) -> str:
     """The paired comparison as a LaTeX table."""
     reference = display_names[paired.iloc[0]["reference"]] if not paired.empty else "WSCAT"
+    caption = (how_to_read(paired.iloc[0], reference) if not paired.empty else
+               f"difference in Mean against {reference}: no other adversarially trained method.")
     lines = [r"\begin{table}[t]", r"\centering",
-             rf"\caption{{Difference in Mean against {latex_escape(reference)} (method minus "
-             rf"{latex_escape(reference)}) with the 95\% interval of a paired bootstrap over test "
-             r"images and seeds; an interval containing 0 is within noise.}",
+             rf"\caption{{Paired comparison with {latex_escape(reference)}: "
+             rf"{latex_escape(caption.replace('−', '-'))}}}",
              rf"\label{{{label}}}", r"\begin{tabular}{lrrl}", r"\toprule",
              r"Method & $\Delta$ Mean & 95\% interval & verdict\\", r"\midrule"]
     for row in paired.to_dict("records"):
-        lines.append(rf"{latex_escape(display_names[row['method']])} & ${row['delta_mean']:+.2f}$ & "
-                     rf"$[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]$ & {verdict(row)}\\")
+        name = latex_escape(display_names[row["method"]])
+        lines.append(rf"{name} & ${row['delta_mean']:+.2f}$ & "
+                     rf"{_interval(row, '$[{:+.2f}, {:+.2f}]$').replace('—', '--')} & "
+                     rf"{verdict(row)}\\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"

@@ -1,14 +1,35 @@
 """Paired comparison of every adversarially trained method against WSCAT: the difference in the
-paper's Mean (the harmonic mean of Natural, FGSM, PGD-20, CW-20 and AA) with a 95% interval from a
-paired bootstrap over test images and seeds.
+paper's Mean (the harmonic mean of Natural, FGSM, PGD-20, CW-20 and AA) with a 95% interval that
+holds its level with three seeds (docs/evaluation.md, "Paired comparison", shows it by simulation).
 
-Every method is evaluated on the same test images in the same order, so a bootstrap draw resamples
-the images (and the seeds) once and applies the draw to both methods: the interval is of the
-paired difference, not of two independent means. This is what tells a gain from seed and test-set
-noise; the paper, RobustBench and the authors' code report means (and stds) only.
+Two sources of noise, crossed: the seeds (split, initialisation, batches) and the test images,
+which are the same in every seed. Per seed s the paired difference of Means is
+d_s = mu + a_s + c + e_s: a_s the seed's training noise, c the draw of the test set (shared by
+every seed) and e_s the seed-specific image noise. The estimate is mean(d), and
+Var(mean(d)) = (var(a) + var(e)) / k + var(c).
+
+- The sample variance of the d_s (ddof=1) over k estimates the first term, within-seed image
+  noise included; adding each seed's image variance to it would count var(e) twice. This is the
+  summary-statistic (two-stage) analysis of a random-effects model: each seed is reduced to its
+  d_s, and Student's t with k - 1 degrees of freedom carries the seeds' variance (Student 1908;
+  the paired t test on per-seed scores, Bouthillier et al., "Accounting for variance in machine
+  learning benchmarks", MLSys 2021, who also show that the test set's own sampling noise must
+  be added).
+- The shared term var(c) cancels in d_s - mean(d), so the seeds cannot see it. It is the
+  covariance between two seeds' d_s over bootstrap resamples of the test images (one draw applied
+  to every seed and both methods; Efron & Tibshirani 1993), averaged over pairs of seeds and
+  clipped at 0.
+- Interval: mean(d) +- t(k - 1, 0.975) * sqrt(s_d^2 / k + var(c)). The Welch-Satterthwaite
+  degrees of freedom of that sum (Satterthwaite, Biometrics Bulletin 2, 1946) are at least k - 1
+  and grow with the test set's share, but at k = 3 that approximation runs over its level in the
+  simulation (benchmarks/paired_null.py), so the interval keeps the bound k - 1, the
+  conservative choice of Hsu (1938) for Welch's problem. With k = 3, t(2, 0.975) = 4.30: the
+  interval is wide, and that is what three seeds can say.
 """
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -17,23 +38,69 @@ import pandas as pd
 from wscat.evaluation import ATTACKS
 
 REFERENCE = "wscat"
+LEVEL = 0.95
 COLUMNS = ["method", "reference", "delta_mean", "ci_low", "ci_high", "excludes_zero", "n_seeds",
-           "n_images", "n_bootstrap"]
+           "n_images", "n_bootstrap", "sd_seeds", "se_test_set", "df", "note"]
+ONE_SEED = "one seed: no interval"
+_TOLERANCE = 2e-3  # metrics files keep 4 decimals; a harmonic Mean of them moves less than this
+_SAME_IMAGES = ("evaluation_set", "test_set", "test_set_size", "n_examples")
 
 
-def correctness(datas: Sequence[Mapping]) -> dict[str, dict[int, np.ndarray]]:
-    """method -> seed -> (attacks, images) bool array of the five columns of the paper's Mean."""
+class NotTheTablesMean(ValueError):
+    """Per-image flags that do not give the table's accuracies (AutoAttack on a subset)."""
+
+
+def correctness(datas: Sequence[Mapping], *, order: str | None = None
+                ) -> dict[str, dict[int, np.ndarray]]:
+    """method -> seed -> (attacks, images) bool array of the five columns of the paper's Mean.
+
+    Refused: a run without per-image correctness; attacks on different images; images in another
+    order than `order` (else than the first run's) or another evaluation set; per-image flags
+    whose accuracies or harmonic Mean are not the metrics file's (e.g. AutoAttack on a subset)."""
     flags: dict[str, dict[int, np.ndarray]] = {}
+    first: tuple[str, dict] | None = None
     for data in datas:
-        per_image = (data.get("per_image") or {}).get("correct")
-        if not per_image or any(a not in per_image for a in ATTACKS):
-            raise ValueError(f"{data['method']} seed {data['seed']}: the metrics file has no "
-                             "per-image correctness of every attack (rerun `wscat evaluate`)")
-        rows = [np.frombuffer(per_image[a].encode(), dtype=np.uint8) == ord("1") for a in ATTACKS]
+        name = f"{data['method']} seed {data['seed']}"
+        per_image = data.get("per_image") or {}
+        correct = per_image.get("correct")
+        if not correct or any(a not in correct for a in ATTACKS):
+            raise ValueError(f"{name}: the metrics file has no per-image correctness of every "
+                             "attack (rerun `wscat evaluate`)")
+        rows = [np.frombuffer(correct[a].encode(), dtype=np.uint8) == ord("1") for a in ATTACKS]
         if len({len(r) for r in rows}) != 1:
-            raise ValueError(f"{data['method']} seed {data['seed']}: attacks saw different images")
+            raise ValueError(f"{name}: attacks saw different images")
+        seen = (str(per_image.get("order") or ""),
+                {k: (data.get("manifest") or {}).get(k) for k in _SAME_IMAGES})
+        if not seen[0]:
+            raise ValueError(f"{name}: the metrics file does not say in which order its images "
+                             "are (rerun `wscat evaluate`)")
+        if order is not None and seen[0] != order:
+            raise ValueError(f"{name}: images in the order '{seen[0]}', not '{order}'; "
+                             "rerun `wscat evaluate` with the same evaluation.subset_seed")
+        if first is not None and seen != first:
+            raise ValueError(f"{name}: evaluated on other images or in another order "
+                             f"({seen[0]}; {seen[1]}) than {first[0]}; {first[1]}: evaluate "
+                             "every method with the same evaluation settings")
+        first = first or seen
+        _check_against_table(name, np.stack(rows), data["accuracy"])
         flags.setdefault(data["method"], {})[data["seed"]] = np.stack(rows)
     return flags
+
+
+def _check_against_table(name: str, flags: np.ndarray, accuracy: Mapping[str, float]) -> None:
+    """The accuracies and the Mean the interval resamples must be the table's."""
+    acc = 100.0 * flags.mean(axis=1)
+    mean = float(_harmonic(acc))
+    shown = [(a, float(accuracy[a]), float(v)) for a, v in zip(ATTACKS, acc)]
+    shown.append(("Mean", float(accuracy["Mean"]), mean))
+    wrong = [(a, table, own) for a, table, own in shown if abs(table - own) > _TOLERANCE]
+    if wrong:
+        a, table, own = wrong[0]
+        raise NotTheTablesMean(
+            f"{name}: its per-image flags give {a} {own:.2f}, the table {table:.2f} on "
+            f"{flags.shape[1]} images (AutoAttack on a subset?); the paired comparison needs "
+            "every attack on the same images: set evaluation.autoattack.n_examples to null, or "
+            "cut evaluation.n_examples")
 
 
 def _harmonic(acc: np.ndarray) -> np.ndarray:
@@ -43,18 +110,85 @@ def _harmonic(acc: np.ndarray) -> np.ndarray:
     return np.where(np.all(acc > 0, axis=-1), mean, 0.0)
 
 
-def _mean_over_seeds(flags: np.ndarray, weights: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """Bootstrap Means: flags (seeds, attacks, images); weights (B, images) counts of a draw;
-    seeds (B, k) drawn seed positions -> (B,) the seed-averaged harmonic Mean."""
-    acc = 100.0 * np.einsum("san,bn->bsa", flags.astype(np.float64), weights) / weights.shape[1]
-    picked = np.take_along_axis(acc, seeds[:, :, None], axis=1)  # (B, k, attacks)
-    return _harmonic(picked).mean(axis=1)
+def seed_means(flags: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Per-seed Means: flags (seeds, attacks, images), weights (B, images) counts of image draws
+    -> (B, seeds); without weights (seeds,), the table's Means."""
+    if weights is None:
+        return _harmonic(100.0 * flags.mean(axis=2))
+    seeds, attacks, n = flags.shape
+    # Integer products: exact, and no BLAS threads (a shared CPU makes them slow).
+    counts = weights.astype(np.int64) @ flags.reshape(seeds * attacks, n).T.astype(np.int64)
+    return _harmonic(100.0 * counts.reshape(len(weights), seeds, attacks) / n)
 
 
-def paired_bootstrap(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str], *,
-                     reference: str = REFERENCE, n_bootstrap: int = 2000, seed: int = 0
-                     ) -> pd.DataFrame:
-    """method - reference in Mean, its 95% percentile interval, and whether it excludes 0."""
+def image_draws(n_images: int, n_bootstrap: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_bootstrap, n_images) counts: how often each test image is in a bootstrap resample."""
+    drawn = rng.integers(0, n_images, size=(n_bootstrap, n_images))
+    drawn += np.arange(n_bootstrap)[:, None] * n_images
+    return np.bincount(drawn.ravel(), minlength=n_bootstrap * n_images).reshape(n_bootstrap,
+                                                                                n_images)
+
+
+@functools.lru_cache(maxsize=64)
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile, p in (0.5, 1) (no scipy in the pinned stack)."""
+    low, high = 0.0, 1e4
+    for _ in range(200):  # bisection on the CDF; 1 - F(t) = I_{df/(df+t^2)}(df/2, 1/2) / 2
+        mid = 0.5 * (low + high)
+        if 1.0 - 0.5 * _beta_inc(df / 2.0, 0.5, df / (df + mid * mid)) < p:
+            low = mid
+        else:
+            high = mid
+    return 0.5 * (low + high)
+
+
+def _beta_inc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b) by its continued fraction (Lentz)."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _beta_inc(b, a, 1.0 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x)) / a
+    f, c, d = 1.0, 1.0, 0.0
+    for i in range(400):
+        m = i // 2
+        if i == 0:
+            term = 1.0
+        elif i % 2 == 0:
+            term = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        else:
+            term = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1.0 + term * d
+        d = 1e-300 if abs(d) < 1e-300 else d
+        c = 1.0 + term / c
+        c = 1e-300 if abs(c) < 1e-300 else c
+        d = 1.0 / d
+        f *= c * d
+        if abs(1.0 - c * d) < 1e-14:
+            break
+    return front * (f - 1.0)
+
+
+def interval(d: np.ndarray, d_boot: np.ndarray, level: float = LEVEL
+             ) -> tuple[float, float, float, float, int]:
+    """(low, high, sd of the d_s, se of the shared test-set term, df) from the per-seed paired
+    differences d (k,) and their image-bootstrap draws d_boot (B, k)."""
+    k = len(d)
+    sd = float(np.std(d, ddof=1))
+    cov = np.cov(d_boot, rowvar=False, ddof=1)
+    shared = max(0.0, float((cov.sum() - np.trace(cov)) / (k * (k - 1))))
+    df = k - 1
+    half = t_quantile(0.5 + level / 2.0, df) * math.sqrt(sd * sd / k + shared)
+    centre = float(np.mean(d))
+    return centre - half, centre + half, sd, math.sqrt(shared), df
+
+
+def paired_interval(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str], *,
+                    reference: str = REFERENCE, n_bootstrap: int = 2000, seed: int = 0
+                    ) -> pd.DataFrame:
+    """method - reference in Mean, its 95% interval (module docstring), whether it excludes 0.
+    With one seed there is no interval (its cells stay empty)."""
     if reference not in flags:
         raise ValueError(f"no metrics for the reference method '{reference}'")
     seeds = sorted(flags[reference])
@@ -66,26 +200,55 @@ def paired_bootstrap(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Seq
             raise ValueError(f"{method} and {reference} were evaluated on different test images")
     n_images = shape[1]
     rng = np.random.default_rng(seed)
-    weights = rng.multinomial(n_images, np.full(n_images, 1.0 / n_images), size=n_bootstrap)
-    drawn = rng.integers(0, len(seeds), size=(n_bootstrap, len(seeds)))
-    identity = (np.ones((1, n_images)), np.arange(len(seeds))[None, :])
+    weights = image_draws(n_images, n_bootstrap, rng)
     stacked = {m: np.stack([flags[m][s] for s in seeds]) for m in [*methods, reference]}
-    reference_boot = _mean_over_seeds(stacked[reference], weights, drawn)
-    reference_point = _mean_over_seeds(stacked[reference], *identity)[0]
+    ref_point, ref_boot = seed_means(stacked[reference]), seed_means(stacked[reference], weights)
     rows = []
     for method in methods:
-        boot = _mean_over_seeds(stacked[method], weights, drawn) - reference_boot
-        point = _mean_over_seeds(stacked[method], *identity)[0] - reference_point
-        low, high = np.percentile(boot, [2.5, 97.5])
-        rows.append({"method": method, "reference": reference, "delta_mean": float(point),
-                     "ci_low": float(low), "ci_high": float(high),
-                     "excludes_zero": bool(low > 0 or high < 0), "n_seeds": len(seeds),
-                     "n_images": n_images, "n_bootstrap": n_bootstrap})
+        d = seed_means(stacked[method]) - ref_point
+        row = {"method": method, "reference": reference, "delta_mean": float(np.mean(d)),
+               "ci_low": None, "ci_high": None, "excludes_zero": False, "n_seeds": len(seeds),
+               "n_images": n_images, "n_bootstrap": n_bootstrap, "sd_seeds": None,
+               "se_test_set": None, "df": None, "note": ONE_SEED}
+        if len(seeds) > 1:
+            low, high, sd, se, df = interval(d, seed_means(stacked[method], weights) - ref_boot)
+            row.update(ci_low=low, ci_high=high, excludes_zero=bool(low > 0 or high < 0),
+                       sd_seeds=sd, se_test_set=se, df=df, note="")
+        rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def without_interval(datas: Sequence[Mapping], methods: Sequence[str], reason: str, *,
+                     reference: str = REFERENCE) -> pd.DataFrame:
+    """The table's differences in Mean, with no interval and the reason why (`note`): what the
+    comparison says when its per-image flags cannot give the table's Mean."""
+    means: dict[str, dict[int, float]] = {}
+    for data in datas:
+        means.setdefault(data["method"], {})[data["seed"]] = float(data["accuracy"]["Mean"])
+    if reference not in means:
+        raise ValueError(f"no metrics for the reference method '{reference}'")
+    seeds = sorted(means[reference])
+    rows = []
+    for method in methods:
+        if sorted(means.get(method, {})) != seeds:
+            raise ValueError(f"{method} was not evaluated on the seeds of {reference} ({seeds})")
+        delta = float(np.mean([means[method][s] - means[reference][s] for s in seeds]))
+        rows.append({"method": method, "reference": reference, "delta_mean": delta,
+                     "ci_low": None, "ci_high": None, "excludes_zero": False,
+                     "n_seeds": len(seeds), "n_images": None, "n_bootstrap": None,
+                     "sd_seeds": None, "se_test_set": None, "df": None,
+                     "note": f"no interval: {reason}"})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def has_interval(row: Mapping) -> bool:
+    return row["ci_low"] is not None and not pd.isna(row["ci_low"])
 
 
 def verdict(row: Mapping) -> str:
     """What a reader may say of one row."""
+    if not has_interval(row):
+        return "no interval" if row["n_seeds"] > 1 else ONE_SEED
     if not row["excludes_zero"]:
         return "within noise"
     return "higher than WSCAT" if row["delta_mean"] > 0 else "lower than WSCAT"

@@ -18,7 +18,8 @@ from wscat.data.split import load_split
 from wscat.report import paper
 from wscat.report.cells import METRICS, latex_escape
 from wscat.report.names import display_name, is_adversarial
-from wscat.report.table import _environment, collect, read_runs, render_tex, summarise
+from wscat.report.table import (SPREAD, _environment, collect, read_runs, render_tex, seed_std,
+                                summarise)
 
 COLUMNS = ["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]
 SUP_METRICS = METRICS + ["NRF"]
@@ -73,10 +74,10 @@ def performance(params: dict[str, Any], tier: str, label: str, part: str, entry:
     seeds = ", ".join(map(str, experiment["seeds"]))
     if part == "performance":
         caption = (f"Performance on {names[dataset]} ({model_names.get(model, model)}), mean and "
-                   f"std over seeds {seeds}. The best results of AT methods are bold.")
+                   f"{SPREAD} over seeds {seeds}. The best results of AT methods are bold.")
     else:
         caption = (f"Performance of different variants on {names[dataset]} "
-                   f"({model_names.get(model, model)}), mean and std over seeds {seeds}.")
+                   f"({model_names.get(model, model)}), mean and {SPREAD} over seeds {seeds}.")
     tex = render_tex(summary, methods=methods, display_names={m: display_name(m) for m in methods},
                      adversarial={m for m in methods if is_adversarial(method_for(params, m))},
                      caption=caption, label=label,
@@ -143,7 +144,8 @@ def mode_table(params: dict[str, Any], tier: str, files: list[str]
         body.append({"cells": cells})
     tex = grid(caption="The harmonic mean accuracies of WSCAT and its variants. Each harmonic mean "
                        "is computed over the natural accuracy and the accuracies under FGSM, PGD, "
-                       "CW and AA.", label="Tab-mode", colspec="l|" + "|".join("c" * len(entries)),
+                       f"CW and AA; mean and {SPREAD} over seeds.", label="Tab-mode",
+               colspec="l|" + "|".join("c" * len(entries)),
                header=["Variants"] + [latex_escape(names[e["dataset"]]) for e in entries],
                rows=body)
     return tex, rows
@@ -171,7 +173,7 @@ def sup_table(params: dict[str, Any], tier: str, files: list[str]
                     if len(values) != len(runs):
                         cells.append("-")
                         continue
-                    mean, std = float(np.mean(values)), float(np.std(values))
+                    mean, std = float(np.mean(values)), seed_std(values)
                     cells.append(_cell(mean, std, len(values)))
                     rows.append({"table": "tab-sup", "dataset": names[run["dataset"]],
                                  "model": model_names.get(model, model),
@@ -181,7 +183,8 @@ def sup_table(params: dict[str, Any], tier: str, files: list[str]
     seeds = ", ".join(map(str, spec["seeds"]))
     tex = grid(caption="Performance of models trained by Standard, TRADES and WSCAT-sup (a variant "
                        "of our WSCAT that uses only labeled data) under fully-supervised setting "
-                       f"(every training label; seed {seeds}).",
+                       f"(every training label; seed {seeds}"
+                       + (f"; mean and {SPREAD} over them)." if len(spec["seeds"]) > 1 else ")."),
                label="tab-sup", colspec="cc|cccccc|c",
                header=["Dataset (Model)", "Method", "Nat.", "FGSM", "PGD", "CW", "AA", "Mean", "NRF"],
                rows=body)
@@ -221,7 +224,7 @@ def time_table(params: dict[str, Any], tier: str, root: str
             rows.append({"table": "Tab-ap-time", "dataset": names[entry["dataset"]],
                          "model": model_names.get(runs[0].model, runs[0].model),
                          "method": display_name(method), "metric": "epoch_seconds", "mean": mean,
-                         "std": float(np.std(per_run)), "n_seeds": len(per_run)})
+                         "std": seed_std(per_run), "n_seeds": len(per_run)})
         body.append({"cells": cells})
     tex = grid(caption="Epoch time of " + " and ".join(display_name(m) for m in methods)
                        + f" (mean over epochs and seeds), measured on {'; '.join(sorted(machines))}.",

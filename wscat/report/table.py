@@ -1,4 +1,5 @@
-"""The paper's Table 2: per-(method, seed) metrics files -> mean and std over seeds -> .tex/.csv/.json."""
+"""The paper's Table 2: per-(method, seed) metrics files -> mean and sample std (ddof=1) over
+seeds -> .tex/.csv/.json."""
 from __future__ import annotations
 
 import json
@@ -112,8 +113,9 @@ def _merge_extras(datas: list[tuple[Path, dict]]) -> list[tuple[Path, dict]]:
     for path, data in datas:
         if data.get("part") == "extra":
             continue
-        extra = extras.pop((data["method"], data["seed"]), (None, None))[1]
+        extra_path, extra = extras.pop((data["method"], data["seed"]), (None, None))
         if extra is not None:
+            _check_extra_bound(path, data, extra_path, extra)
             manifest = dict(data.get("manifest") or {})
             manifest["attacks"] = {**manifest.get("attacks", {}),
                                    **(extra.get("manifest") or {}).get("attacks", {})}
@@ -126,6 +128,16 @@ def _merge_extras(datas: list[tuple[Path, dict]]) -> list[tuple[Path, dict]]:
         raise ValueError(f"{path}: extra metrics of {data['method']} seed {data['seed']} without "
                          "the run's core metrics file")
     return merged
+
+
+def _check_extra_bound(path: Path, core: dict, extra_path: Path, extra: dict) -> None:
+    """Refuse an extra file measured on other weights, another training or other core settings
+    than its core file (the provenance `wscat evaluate` records in both manifests)."""
+    for key in ("training", "evaluation_settings"):
+        recorded = (core.get("manifest") or {}).get(key)
+        if recorded is not None and (extra.get("manifest") or {}).get(key) != recorded:
+            raise ValueError(f"{extra_path}: its {key.replace('_', ' ')} differ from its core file "
+                             f"{path}'s; rerun its extra evaluation (`wscat evaluate --part extra`)")
 
 
 def _attack_notes(datas: list[dict], extras: list[str]) -> list[str]:
@@ -148,8 +160,26 @@ def _attack_notes(datas: list[dict], extras: list[str]) -> list[str]:
     return notes
 
 
+SPREAD = "sample standard deviation (ddof=1)"  # what every ± over seeds is, named in captions
+
+
+def seed_std(values: Sequence[float] | np.ndarray) -> float:
+    """The spread over seeds: the sample standard deviation (ddof=1), as pandas and most papers;
+    0 for a single seed, which has no spread to show."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.std(values, ddof=1)) if values.size > 1 else 0.0
+
+
+def spread_caption(seeds: Sequence[int]) -> str:
+    """The caption's words for the seeds a table's spread is over."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]} (one seed: no spread, shown as 0)"
+    return f"seeds {', '.join(map(str, seeds))}"
+
+
 def summarise(frame: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
-    """Mean, population std (ddof=0) and number of seeds per (method, metric), in `methods` x METRICS order."""
+    """Mean, sample std over seeds (ddof=1, `seed_std`) and number of seeds per (method, metric),
+    in `methods` x METRICS order."""
     if not methods:
         raise ValueError("no methods given")
     if len(set(methods)) != len(methods):
@@ -169,7 +199,7 @@ def summarise(frame: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
             if values.size != len(seeds[method]):
                 raise ValueError(f"method {method}: {values.size} {metric} values for {len(seeds[method])} seeds")
             rows.append({"method": method, "metric": metric, "mean": float(np.mean(values)),
-                         "std": float(np.std(values)), "n_seeds": int(values.size)})
+                         "std": seed_std(values), "n_seeds": int(values.size)})
     return pd.DataFrame(rows, columns=["method", "metric", "mean", "std", "n_seeds"])
 
 
@@ -218,13 +248,18 @@ def _long_csv(summary: pd.DataFrame, *, experiment: str, dataset: str, model: st
 
 def _paired_comparison(runs: list[tuple[Path, dict]], methods: Sequence[str],
                        adversarial: set[str]) -> pd.DataFrame:
-    """The paired bootstrap of every other AT method against WSCAT (empty without WSCAT)."""
+    """The paired interval of every other AT method against WSCAT (empty without WSCAT)."""
     from wscat.report import paired
 
     others = [m for m in methods if m in adversarial and m != paired.REFERENCE]
     shown = [d for _, d in runs if d["method"] in methods]
-    return (paired.paired_bootstrap(paired.correctness(shown), others)
-            if paired.REFERENCE in methods else pd.DataFrame(columns=paired.COLUMNS))
+    if paired.REFERENCE not in methods:
+        return pd.DataFrame(columns=paired.COLUMNS)
+    try:
+        flags = paired.correctness(shown)
+    except paired.NotTheTablesMean as refusal:  # the table stands; the interval is refused
+        return paired.without_interval(shown, others, str(refusal))
+    return paired.paired_interval(flags, others)
 
 
 def write_table(*, experiment: str, dataset: str, model: str, metrics_files: list[Path],
@@ -250,8 +285,8 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
                          f"not {dataset}/{model}")
     summary = summarise(frame, methods)
     seeds = sorted(set(frame.loc[frame["method"].isin(methods), "seed"]))
-    caption = (f"Performance on {dataset} ({model}): mean and standard deviation over seeds "
-               f"{', '.join(map(str, seeds))}. The best results of AT methods are bold.")
+    caption = (f"Performance on {dataset} ({model}): mean and {SPREAD} over "
+               f"{spread_caption(seeds)}. The best results of AT methods are bold.")
     tex = render_tex(summary, methods=methods, display_names=display_names, adversarial=adversarial,
                      caption=caption, label=f"Tab-RQ1-{experiment}",
                      notes=[*notes, *frame.attrs["notes"]])
