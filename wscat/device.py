@@ -1,15 +1,29 @@
-"""The torch device a step runs on, as `--device` and the API name it."""
+"""The torch device a step runs on, as `--device` and the API name it, the line every step's log
+starts with, and the refusal to train a paper-size model on a CPU that nobody asked for."""
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from wscat.errors import first_line
+
+if TYPE_CHECKING:  # torch loads on first use: the command line reads DEVICE_ENV before it
+    import torch
+
+# "Paper-size" is a parameter count: the paper's models (WRN-28-10 36.5M, WRN-34-10 46.2M,
+# ResNet-50 23.5M, ResNet-152 58.2M; the release's basic-block ResNets 21.3M and 57.9M) are all
+# above it, the CPU-sized ones (the demo's CNN 0.05M, the benchmark's WRN-16-4 2.7M) far below.
+PAPER_SIZE_PARAMETERS = 10_000_000
+# The `--device` of every step when the flag is not given (the workflow's rules give none): e.g.
+# WSCAT_DEVICE=cpu to train the paper's models on a CPU-only cluster.
+DEVICE_ENV = "WSCAT_DEVICE"
 
 
 def pick_device(name: str | torch.device | None = "auto", threads: int | None = None
                 ) -> torch.device:
     """`name` (cpu, cuda, cuda:N; auto or None: CUDA where there is one) as a torch device, with
     `threads` CPU threads for torch if given. A device this machine lacks is refused in one line."""
+    import torch
+
     if threads:
         torch.set_num_threads(threads)
     if name is None or name == "auto":
@@ -21,3 +35,40 @@ def pick_device(name: str | torch.device | None = "auto", threads: int | None = 
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {name}: no CUDA device here; use --device cpu")
     return device
+
+
+def named(name: str | torch.device | None) -> bool:
+    """Whether `name` asks for a device by name (cpu, cuda:0, a torch.device) rather than
+    leaving the choice to wscat (auto, None)."""
+    return name is not None and name != "auto"
+
+
+def device_line(device: torch.device, *, automatic: bool = False) -> str:
+    """`device: cpu, Intel(R) Xeon(R) ... (2 threads)`: the first line of a step's log; an
+    automatic choice (`--device auto`) says so."""
+    from wscat.provenance import machine
+
+    line = f"device: {device}, {machine(device)}"
+    if automatic:
+        line += " (--device auto: " + ("a CUDA device" if device.type == "cuda"
+                                        else "no CUDA device here") + ")"
+    return line
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    """The number of trained parameters (buffers such as batch-norm statistics excluded)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_training_device(device: torch.device, *, model: str, parameters: int,
+                          cpu_named: bool) -> None:
+    """Refuse to train a paper-size model (>= PAPER_SIZE_PARAMETERS) on a CPU unless the CPU was
+    asked for by name: on a CPU such a run takes days, and should not start by accident."""
+    if device.type != "cpu" or cpu_named or parameters < PAPER_SIZE_PARAMETERS:
+        return
+    raise ValueError(
+        f"model '{model}' has {parameters / 1e6:.1f}M parameters (paper-size: "
+        f">= {PAPER_SIZE_PARAMETERS // 1_000_000}M) and no GPU was found, so training would run "
+        f"for days on the CPU; run on a GPU, choose a smaller --model (cnn, wrn-16-4), or pass "
+        f"--device cpu to train on the CPU anyway ({DEVICE_ENV}=cpu for the workflow's jobs, "
+        f"device='cpu' in Python)")

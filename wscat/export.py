@@ -9,6 +9,10 @@ that were evaluated) sits in NAME.pt, named and hashed in the JSON.
         --metrics results/metrics/digits/cnn/wscat/seed1.json --out shared/wscat-digits.json
 
     model = wscat.export.load_exported("shared/wscat-digits.json")   # eval mode, [0,1] inputs
+    logits = model(images)   # N x classes, as RobustBench's benchmark and AutoAttack expect
+
+The loaded module returns logits only; `model.model` is the wscat network (features, logits)
+whose state dict NAME.pt holds.
 """
 from __future__ import annotations
 
@@ -20,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from wscat.checkpoint import load_checkpoint, save_tensors
 from wscat.io import write_json
+from wscat.models import LogitsOnly
 from wscat.report.names import display_name
 
 FORMAT = "wscat-robustbench-entry-v1"
@@ -138,8 +142,10 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
     return entry
 
 
-def load_exported(entry: str | Path, device: str | torch.device = "cpu") -> nn.Module:
-    """The model of an exported entry, in eval mode, after checking the state dict's hash."""
+def load_exported(entry: str | Path, device: str | torch.device = "cpu") -> LogitsOnly:
+    """The model of an exported entry, in eval mode, after checking the state dict's hash: it maps
+    [0,1] images to logits, as RobustBench's `benchmark` and AutoAttack expect; its `.model` is
+    the wscat network (features, logits), the one NAME.pt holds the weights of."""
     entry = Path(entry)
     info = json.loads(entry.read_text())
     if info.get("wscat", {}).get("format") != FORMAT:
@@ -154,4 +160,4 @@ def load_exported(entry: str | Path, device: str | torch.device = "cpu") -> nn.M
                         num_classes=spec["num_classes"], mean=tuple(spec["mean"]),
                         std=tuple(spec["std"]))
     model.load_state_dict(torch.load(weights, map_location=device, weights_only=True))
-    return model.to(device).eval()
+    return LogitsOnly(model.to(device)).eval()

@@ -33,8 +33,17 @@ def load_model(checkpoint: Path, device: torch.device, *, model: str | None = No
     return net.eval(), {**meta, "epoch": state.get("epoch", state.get("best", {}).get("epoch"))}
 
 
+def logits_of(output: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """The logits of a wscat model's (features, logits), or of a logits-only model's output."""
+    return output[1] if isinstance(output, tuple) else output
+
+
 @torch.no_grad()
-def predict(model: torch.nn.Module, images: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """argmax labels of an eval-mode model on un-augmented images, in batches of 512."""
-    return torch.cat([model(to_unit(images[i:i + 512].to(device)))[1].argmax(1).cpu()
+def predict(model: torch.nn.Module, images: torch.Tensor, device: torch.device | None = None
+            ) -> torch.Tensor:
+    """argmax labels of an eval-mode model on un-augmented images, in batches of 512, on
+    `device` (default: the model's)."""
+    if device is None:
+        device = next(model.parameters()).device
+    return torch.cat([logits_of(model(to_unit(images[i:i + 512].to(device)))).argmax(1).cpu()
                       for i in range(0, len(images), 512)])

@@ -1,5 +1,6 @@
 """DMAT's generated data: an npz of images (with or without labels) fills a fixed share of
-every batch; unlabelled generated images are labelled by the configured labeler's checkpoint."""
+every batch; unlabelled generated images are labelled by the configured labeler's checkpoint (in
+the train step: the data layer knows no model)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ import torch
 from tests.helpers.tiny import tiny_params
 from wscat.config import RunConfig
 from wscat.data import load_dataset, load_split
-from wscat.data.training_data import load_generated, training_data, with_generated
+from wscat.data.training_data import add_generated, load_generated, training_data
 from wscat.inference import load_model
 from wscat.steps import split as split_step, train as train_step
 
@@ -34,7 +35,8 @@ def test_labelled_generated_images_fill_seventy_percent_of_each_batch(digits):
     params, source, split, tmp, images, labels = digits
     np.savez(tmp / "gen.npz", images=images, labels=labels)
     data = training_data(source, split, "labelled", None)
-    mixed = with_generated(data, _run(params, tmp / "gen.npz"), source, None, "cpu")
+    x_g, y_g = load_generated(tmp / "gen.npz", source)
+    mixed = add_generated(data, _run(params, tmp / "gen.npz"), x_g, y_g)
     assert len(mixed.unlabelled_x) == 50 and torch.equal(mixed.unlabelled_y, torch.as_tensor(labels))
     assert torch.allclose(mixed.unlabelled_x, torch.as_tensor(images).permute(0, 3, 1, 2) / 255.0)
     assert mixed.labelled_per_batch == 128 - int(0.7 * 128)  # 39 real + 89 generated
@@ -50,8 +52,9 @@ def test_unlabelled_generated_images_take_the_labelers_predictions(digits):
     run = _run(params, tmp / "gen-unlabelled.npz")
     data = training_data(source, split, "labelled", None)
     with pytest.raises(ValueError, match="generated_labeler"):
-        with_generated(data, run, source, None, torch.device("cpu"))
-    mixed = with_generated(data, run, source, tmp / "standard/best.pt", torch.device("cpu"))
+        train_step.with_generated(data, run, source, None, torch.device("cpu"))
+    mixed = train_step.with_generated(data, run, source, tmp / "standard/best.pt",
+                                      torch.device("cpu"))
     model, _ = load_model(tmp / "standard/best.pt", torch.device("cpu"))
     with torch.no_grad():
         expected = model(mixed.unlabelled_x)[1].argmax(1)

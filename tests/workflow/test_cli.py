@@ -1,5 +1,8 @@
-"""Bad input gets one clear line, exit code 2 and no output; identical reruns give identical metrics."""
+"""Bad input gets one clear line, exit code 2 and no output; identical reruns give identical metrics.
+`wscat --version`, a help text for every option, and the device every step names."""
+import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +94,53 @@ def test_unknown_method_and_dataset(workdir):
     assert not (workdir / "m").exists()
 
 
+def test_version():
+    from wscat import __version__
+
+    result = wscat("--version", cwd=ROOT)
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"wscat {__version__}\n", "")
+
+
+def test_every_option_of_every_step_has_a_help_text():
+    from wscat.cli import build_parser
+
+    parser = build_parser()
+    steps = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [f"wscat {name} {'/'.join(action.option_strings) or action.dest}"
+               for name, step in steps.choices.items() for action in step._actions
+               if not action.help]
+    assert missing == []
+    assert all(action.help for action in parser._actions if action.option_strings)
+
+
+def test_a_paper_size_model_on_an_automatic_cpu_stops_with_one_line(workdir):
+    """No GPU, no --device: WRN-28-10 (36.5M parameters) would train for days; --device cpu
+    (tests/unit/test_device.py) lets it."""
+    assert wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz",
+                 cwd=workdir).returncode == 0
+    result = subprocess.run([*WSCAT, "train", "--dataset", "digits", "--model", "wrn-28-10",
+                             "--method", "standard", "--seed", "1", "--split", "s.npz",
+                             "--out-dir", "m"], cwd=workdir, capture_output=True, text=True,
+                            timeout=600, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    _one_line_error(result, "'wrn-28-10' has 36.5M parameters (paper-size", "--device cpu")
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("device: cpu, ") and first.endswith("(--device auto: no CUDA device here)")
+    assert not (workdir / "m").exists()
+
+
+def test_the_device_flag_defaults_to_wscat_device(monkeypatch):
+    """The workflow's rules give no --device: WSCAT_DEVICE=cpu is how a CPU-only cluster trains
+    the paper's models."""
+    from wscat.cli import build_parser
+
+    args = ["train", "--dataset", "d", "--model", "m", "--method", "x", "--seed", "1",
+            "--split", "s", "--out-dir", "o"]
+    monkeypatch.delenv("WSCAT_DEVICE", raising=False)
+    assert build_parser().parse_args(args).device == "auto"
+    monkeypatch.setenv("WSCAT_DEVICE", "cpu")
+    assert build_parser().parse_args(args).device == "cpu"
+
+
 @pytest.mark.slow
 def test_missing_and_truncated_checkpoints(workdir):
     assert wscat("split", "--dataset", "digits", "--seed", 1, "--out", "s.npz",
@@ -115,10 +165,12 @@ def test_same_params_and_seed_give_identical_metrics(workdir):
         train = wscat("train", "--dataset", "digits", "--model", "cnn", "--method", "wscat-sup",
                       "--seed", 1, "--split", "s.npz", "--out-dir", run, "--threads", 1, cwd=workdir)
         assert train.returncode == 0, train.stderr
+        assert train.stdout.startswith("device: "), train.stdout  # the job log names its device
         result = wscat("evaluate", "--dataset", "digits", "--model", "cnn", "--method", "wscat-sup",
                        "--seed", 1, "--split", "s.npz", "--checkpoint", f"{run}/best.pt",
                        "--out", f"{run}.json", "--threads", 1, cwd=workdir)
         assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("device: "), result.stdout
         metrics = json.loads((workdir / f"{run}.json").read_text())
         metrics["manifest"]["checkpoint"]["path"] = "<run>/best.pt"
         outputs.append(metrics)

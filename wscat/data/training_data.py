@@ -1,9 +1,10 @@
 """A run's training data: the labelled part of its split, the unlabelled part (pseudo-labelled,
 or without labels), and DMAT's generated images. The true labels of unlabelled images are never
-copied in."""
+copied in. Data knows no model: labelling generated images with a checkpoint is the train step's
+(wscat.steps.train.with_generated)."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -11,24 +12,41 @@ import torch
 
 from wscat.config import RunConfig
 from wscat.data.sources import ImageDataset
-from wscat.data.sources.base import one_line
 from wscat.data.split import Split
-from wscat.errors import NPZ_ERRORS
-from wscat.inference import load_model, predict
-from wscat.training import TrainingData
+from wscat.errors import NPZ_ERRORS, npz_problem, require_file
+
+
+@dataclass
+class TrainingData:
+    """Tensors a run trains on. Unlabelled samples carry pseudo-labels or -1, never true labels."""
+
+    labelled_x: torch.Tensor
+    labelled_y: torch.Tensor
+    unlabelled_x: torch.Tensor
+    unlabelled_y: torch.Tensor
+    validation_x: torch.Tensor
+    validation_y: torch.Tensor
+    num_classes: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    # Labelled + unlabelled pool size; an epoch is ceil(n_train / batch) steps for EVERY method, so
+    # labelled-only baselines get the same number of updates as the semi-supervised ones.
+    n_train: int
+    # Labelled samples per batch when the method fixes it (DMAT: 30% real, 70% generated); None:
+    # training.<dataset>.labelled_per_batch.
+    labelled_per_batch: int | None = None
 
 
 def load_pseudo_labels(path: Path, split: Split, num_classes: int) -> np.ndarray:
     """Pseudo-labels of split.unlabelled, in that order, each a class index below
     `num_classes`."""
-    if not path.is_file():
-        raise FileNotFoundError(f"pseudo-label file not found: {path} (run `wscat pseudo-label`)")
+    require_file(path, f"pseudo-label file not found: {path} (run `wscat pseudo-label`)")
     try:
         with np.load(path, allow_pickle=False) as data:
             indices, labels = data["indices"], data["pseudo_labels"]
     except NPZ_ERRORS as error:
-        raise ValueError(f"{path} is not a wscat pseudo-label file ({one_line(error)}); delete it "
-                         "and rerun `wscat pseudo-label`") from error
+        raise ValueError(f"{path} is not a wscat pseudo-label file ({npz_problem(error)}); "
+                         "delete it and rerun `wscat pseudo-label`") from error
     if not np.array_equal(indices, split.unlabelled):
         raise ValueError(f"{path} was made for another split; rerun `wscat pseudo-label`")
     if (labels.shape != indices.shape or not np.issubdtype(labels.dtype, np.integer)
@@ -93,20 +111,14 @@ def load_generated(path: Path, source: ImageDataset) -> tuple[torch.Tensor, torc
     return x, None if labels is None else torch.from_numpy(labels.astype(np.int64))
 
 
-def with_generated(data: TrainingData, run: RunConfig, source: ImageDataset,
-                   labeler_checkpoint: Path | None, device: torch.device) -> TrainingData:
-    """DMAT: generated images fill `generated_fraction` of every batch (drawn with replacement),
-    labelled by the npz or by the labeler's checkpoint."""
+def add_generated(data: TrainingData, run: RunConfig, images: torch.Tensor,
+                  labels: torch.Tensor) -> TrainingData:
+    """DMAT: generated images (labelled by their npz or by the labeler) fill
+    `generated_fraction` of every batch (drawn with replacement)."""
     knobs = run.method_params
-    x_g, y_g = load_generated(Path(knobs["generated"]), source)
-    if y_g is None:
-        if labeler_checkpoint is None:
-            raise ValueError(f"{knobs['generated']} has no labels: set methods.{run.method}."
-                             "generated_labeler (e.g. mt) or add `labels` to the file")
-        y_g = predict(load_model(labeler_checkpoint, device, model=run.model,
-                                 spec=run.model_spec)[0], x_g, device)
     batch = run.training["batch_size"]
     n_generated = int(knobs["generated_fraction"] * batch)
-    return replace(data, unlabelled_x=torch.cat([data.unlabelled_x, x_g.to(data.unlabelled_x.dtype)]),
-                   unlabelled_y=torch.cat([data.unlabelled_y, y_g]),
+    unlabelled_x = torch.cat([data.unlabelled_x, images.to(data.unlabelled_x.dtype)])
+    return replace(data, unlabelled_x=unlabelled_x,
+                   unlabelled_y=torch.cat([data.unlabelled_y, labels]),
                    labelled_per_batch=batch - n_generated if knobs["data"] == "labelled" else None)

@@ -8,19 +8,56 @@ from typing import Any
 import torch
 
 from wscat.config import RunConfig
-from wscat.data import load_dataset
+from wscat.data import ImageDataset, load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
-from wscat.data.training_data import load_pseudo_labels, training_data, with_generated
-from wscat.io import check_writable
+from wscat.data.training_data import (add_generated, load_generated, load_pseudo_labels,
+                                      training_data)
+from wscat.device import check_training_device, parameter_count
+from wscat.inference import load_model, predict
+from wscat.io import check_writable, guard_outputs, output_lock
 from wscat.provenance import machine, versions
-from wscat.training import train
+from wscat.training import TrainingData, train
+from wscat.workflow import training_fingerprint
+
+
+def model_parameters(run: RunConfig, source: ImageDataset) -> int:
+    """The parameter count of the run's model for `source`, counted on torch's meta device (no
+    memory, no time)."""
+    from wscat.models import build_model
+
+    with torch.device("meta"):
+        net = build_model(**run.model_spec, in_channels=source.image_shape[0],
+                          num_classes=source.num_classes, mean=source.mean, std=source.std)
+    return parameter_count(net)
+
+
+def with_generated(data: TrainingData, run: RunConfig, source: ImageDataset,
+                   labeler_checkpoint: Path | None, device: torch.device) -> TrainingData:
+    """DMAT: the generated images of `methods.<name>.generated` added to the run's data, with
+    the npz's labels or, without them, the predictions of the labeler's checkpoint."""
+    images, labels = load_generated(Path(run.method_params["generated"]), source)
+    if labels is None:
+        if labeler_checkpoint is None:
+            raise ValueError(f"{run.method_params['generated']} has no labels: set methods."
+                             f"{run.method}.generated_labeler (e.g. mt) or add `labels` to the "
+                             "file")
+        labeler = load_model(labeler_checkpoint, device, model=run.model, spec=run.model_spec)[0]
+        labels = predict(labeler, images, device)
+    return add_generated(data, run, images, labels)
 
 
 def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
         split_path: Path, pseudo_path: Path | None, out_dir: Path,
-        device: torch.device, labeler_checkpoint: Path | None = None) -> dict[str, Any]:
-    """Train one (dataset, model, method, seed)."""
+        device: torch.device, labeler_checkpoint: Path | None = None,
+        device_named: bool = False) -> dict[str, Any]:
+    """Train one (dataset, model, method, seed). A paper-size model is refused on a CPU unless
+    `device_named` (`--device cpu` given, not chosen by `auto`)."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
+                   "--split": split_path, "--pseudo": pseudo_path,
+                   "--labeler-checkpoint": labeler_checkpoint,
+                   f"methods.{method}.generated": run.method_params.get("generated")},
+                  {}, {"--out-dir": out_dir})
     check_writable(out_dir, folders=True)
     split = load_split_of(split_path, dataset, seed)
     kind = run.method_params["data"]
@@ -28,11 +65,16 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
         raise ValueError(f"method '{method}' trains on pseudo-labels from "
                          f"'{run.method_params['labeler']}': pass --pseudo FILE")
     source = load_dataset(dataset, params["datasets"][dataset])
+    check_training_device(device, model=model, parameters=model_parameters(run, source),
+                          cpu_named=device_named)
     check_split_fits(split, len(source.labels), split_path)
     pseudo = (load_pseudo_labels(pseudo_path, split, source.num_classes) if kind == "pseudo"
               else None)
     data = training_data(source, split, kind, pseudo)
     if run.method_params.get("generated"):
         data = with_generated(data, run, source, labeler_checkpoint, device)
-    return train(run, data, out_dir, device=device,
-                 meta={"versions": versions(), "machine": machine(device)})
+    with output_lock(out_dir, f"wscat train {method} seed {seed}"):  # one writer per run
+        return train(run, data, out_dir, device=device,
+                     meta={"versions": versions(), "machine": machine(device),
+                           "training_fingerprint": training_fingerprint(params, dataset, model,
+                                                                        method)})

@@ -23,6 +23,7 @@ from wscat.checkpoint import load_checkpoint, save_checkpoint
 from wscat.config import RunConfig
 from wscat.data import augment, iterations_per_epoch, sample_batch_indices, to_unit
 from wscat.data.sampler import labelled_per_batch
+from wscat.data.training_data import TrainingData
 from wscat.evaluation import accuracy, harmonic_mean
 from wscat.io import atomic_path
 from wscat.methods import Batch, Method, StepContext, build_method
@@ -31,27 +32,6 @@ from wscat.training.ema import make_ema, update_ema
 from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.schedule import make_scheduler
 from wscat.training.speed import Precision, autocast, configure_backend, prepare_model
-
-
-@dataclass
-class TrainingData:
-    """Tensors a run trains on. Unlabelled samples carry pseudo-labels or -1, never true labels."""
-
-    labelled_x: torch.Tensor
-    labelled_y: torch.Tensor
-    unlabelled_x: torch.Tensor
-    unlabelled_y: torch.Tensor
-    validation_x: torch.Tensor
-    validation_y: torch.Tensor
-    num_classes: int
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    # Labelled + unlabelled pool size; an epoch is ceil(n_train / batch) steps for EVERY method, so
-    # labelled-only baselines get the same number of updates as the semi-supervised ones.
-    n_train: int
-    # Labelled samples per batch when the method fixes it (DMAT: 30% real, 70% generated); None:
-    # training.<dataset>.labelled_per_batch.
-    labelled_per_batch: int | None = None
 
 
 def _fingerprint(run: RunConfig, data: TrainingData) -> str:
@@ -101,6 +81,37 @@ def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Modu
     optimizer.step()
     update_ema(ema, model, ema_decay, average_buffers=ema_buffers == "average")
     return loss.detach(), stats
+
+
+class TrainingDiverged(ValueError):
+    """A step's loss or gradients became NaN or infinite; the message names the epoch and step."""
+
+
+def step_is_finite(loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+    """(loss finite, every gradient finite) of the step just taken, as a device tensor of two
+    booleans: no host synchronisation (the trainer reads the flags once an epoch). The gradients
+    are judged by their total norm: NaN or inf in any of them makes it so (as does a norm beyond
+    float range, which only a diverged step reaches). Reading them changes nothing: a run's
+    weights are bit for bit those without the check."""
+    grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+             if p.grad is not None]
+    norms = torch.nn.utils.get_total_norm(grads, error_if_nonfinite=False) if grads else loss
+    return torch.stack([torch.isfinite(loss).all(), torch.isfinite(norms).all()])
+
+
+def _check_finite(flags: torch.Tensor, run: RunConfig, epoch: int) -> None:
+    """Stop the run at the first step whose loss or gradients were not finite (`flags`: one row
+    of (loss, gradients) per step). Nothing of this epoch is saved: resume/ keeps the last good
+    epoch's checkpoints, and no NaN model is ever written."""
+    if bool(flags.all()):  # the epoch's one synchronisation, beside the mean losses'
+        return
+    step, which = (int(i) for i in (~flags).nonzero()[0])
+    kept = (f"resume/last.pt (epoch {epoch}) is kept" if epoch else
+            "no checkpoint was written")
+    raise TrainingDiverged(
+        f"training {run.method} seed {run.seed} diverged at epoch {epoch + 1}, step {step + 1} "
+        f"of {len(flags)}: its {'loss' if which == 0 else 'gradients'} became NaN or infinite; "
+        f"{kept}; lower training.{run.dataset}.lr (now {run.training['lr']}) and rerun")
 
 
 @dataclass
@@ -227,6 +238,7 @@ def _one_epoch(training: _Training, step_model: torch.nn.Module, pool: _Pool, ru
     training.model.train()
     training.method.train()
     totals: dict[str, torch.Tensor] = {}
+    finite = torch.ones(iterations, 2, dtype=torch.bool, device=pool.device)
     labelled_idx, unlabelled_idx = pool.draw(cfg["batch_size"], generator)
 
     def view(x: torch.Tensor) -> torch.Tensor:
@@ -244,8 +256,10 @@ def _one_epoch(training: _Training, step_model: torch.nn.Module, pool: _Pool, ru
                                  training.ema, Batch(view(x_raw), x_raw, labels), ctx,
                                  precision=cfg["precision"], ema_decay=decay,
                                  ema_buffers=cfg.get("ema_buffers", "copy"))
+        finite[it] = step_is_finite(loss, training.optimizer)
         for key, value in {"loss": loss, **stats}.items():
             totals[key] = totals.get(key, 0.0) + value.float()
+    _check_finite(finite, run, epoch)
     row: dict[str, Any] = {"epoch": epoch + 1, "lr": training.optimizer.param_groups[0]["lr"]}
     row.update({k: round(float(v) / iterations, 6) for k, v in totals.items()})
     training.scheduler.step()
