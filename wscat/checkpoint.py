@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,30 @@ class CheckpointError(ValueError):
     """A checkpoint that is missing, truncated or not ours; the message says what to do."""
 
 
+def nonfinite(state: Any, where: str = "") -> list[str]:
+    """The names of the floating-point tensors in `state` (nested dicts and lists) that hold a
+    NaN or an infinity."""
+    if isinstance(state, torch.Tensor):
+        if state.is_floating_point() or state.is_complex():
+            return [] if bool(torch.isfinite(state).all()) else [where or "<tensor>"]
+        return []
+    if isinstance(state, dict):
+        return [name for key, value in state.items()
+                for name in nonfinite(value, f"{where}.{key}" if where else str(key))]
+    if isinstance(state, (list, tuple)):
+        return [name for index, value in enumerate(state)
+                for name in nonfinite(value, f"{where}.{index}")]
+    return []
+
+
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Save `state` (tensors, numbers, strings, lists, dicts only) atomically."""
+    """Save `state` (tensors, numbers, strings, lists, dicts only) atomically; weights that are
+    not finite are never written (CheckpointError, the previous file at `path` kept)."""
+    bad = nonfinite(state)
+    if bad:
+        raise CheckpointError(f"refusing to write {path}: {bad[0]} holds NaN or infinite values"
+                              f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}; the "
+                              "training diverged: lower the learning rate")
     save_tensors(path, {"format": FORMAT, **state})
 
 
@@ -41,6 +64,9 @@ def save_tensors(path: str | Path, obj: Any) -> None:
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint saved by `save_checkpoint`; one clear error line for any broken file."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder, not a checkpoint file; pass the .pt file "
+                              "(e.g. best.pt inside it)")
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path} (train the method first: `wscat train`)")
     try:
@@ -48,13 +74,29 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # torch raises several types for truncated or foreign files
-        raise CheckpointError(f"checkpoint {path} cannot be read ({first_line(error)}); it is "
-                              "truncated or not a wscat checkpoint: delete it and retrain") from error
+        raise CheckpointError(f"checkpoint {path} cannot be read ({_load_problem(path, error)}); "
+                              "it is truncated or not a wscat checkpoint: delete it and retrain"
+                              ) from error
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a {FORMAT} file; delete it and retrain")
     if not isinstance(state.get("meta"), dict):
         raise CheckpointError(f"{path} has no metadata; delete it and retrain")
+    bad = nonfinite({k: v for k, v in state.items() if k != "meta"})
+    if bad:
+        raise CheckpointError(f"{path}: {bad[0]} holds NaN or infinite values"
+                              f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}; a model "
+                              "with non-finite weights predicts nothing meaningful: retrain it "
+                              "(with a lower learning rate)")
     return state
+
+
+def _load_problem(path: Path, error: BaseException) -> str:
+    """Why torch.load failed, in words that never advise loading the file unsafely."""
+    if "weights only" in str(error).lower() or "weights_only" in str(error):
+        return "it holds Python objects beyond tensors, which a safe load refuses"
+    if not zipfile.is_zipfile(path):
+        return "not a PyTorch zip archive"
+    return f"{type(error).__name__}: {first_line(error)}"
 
 
 def model_spec(meta: dict[str, Any]) -> dict[str, Any]:

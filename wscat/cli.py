@@ -6,14 +6,19 @@ error: one line, exit 1, its traceback with --debug or WSCAT_DEBUG=1."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from wscat import __version__
 from wscat.config import ConfigError, load_params
+from wscat.device import DEVICE_ENV
 from wscat.errors import DEBUG_ENV, INTERRUPTED, debug_requested, describe, exit_code, first_line
-from wscat.io import check_writable
+from wscat.io import check_writable, guard_outputs, output_lock
+from wscat.memory import keep_freed_memory
 
 Params = dict[str, Any] | None
 
@@ -26,23 +31,73 @@ class Command(NamedTuple):
     run: Callable[[argparse.Namespace, Params], None]
 
 
+SEED_MAX = 2**32 - 1  # numpy's and torch's seeds; a split file stores its seed as an integer
+
+
+def seed_value(text: str) -> int:
+    """A seed: an integer in 0..2^32-1 (argparse names the flag in its one-line error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer; give a seed in "
+                                         f"0..{SEED_MAX}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0..{SEED_MAX}; give a seed in "
+                                         "that range")
+    return value
+
+
+def threads_value(text: str) -> int:
+    """A number of CPU threads: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer; give 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} threads; give 1 or more")
+    return value
+
+
+# Help of the names the steps share (the values are keys of the params file's sections).
+NAME_HELP = {
+    "dataset": "a dataset of the params file's `datasets:` (digits, cifar10, ...; "
+               "`wscat list-experiments` lists them)",
+    "model": "a model of the params file's `models:` (cnn, wrn-16-4, wrn-28-10, ...)",
+    "method": "a method of the params file's `methods:` (wscat, trades, rst, mt, ...)",
+    "labeler": "the method whose checkpoint labels the unlabelled images (mt, standard, ...)",
+    "experiment": "an experiment of the params file's `experiments:` (digits, ...)",
+    "tier": "a tier of the params file's `paper:` section (digits, ...)",
+    "figure": "one of the paper's figures, as named in `paper:` (Fig-similarity, ...)",
+    "label": "one of the paper's tables, as named in `paper:` (Tab-RQ1-digits, ...)",
+}
+
+
 def _common(parser: argparse.ArgumentParser, *names: str) -> None:
     parser.add_argument("--params", type=Path, default=Path("params.yaml"),
                         help="params file (default: params.yaml)")
     for name in names:
         if name == "seed":
-            parser.add_argument("--seed", type=int, required=True, help="run seed (1, 2, 3 in the paper)")
+            parser.add_argument("--seed", type=seed_value, required=True,
+                                help=f"run seed in 0..{SEED_MAX} (1, 2, 3 in the paper)")
         elif name == "threads":
-            parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-            parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+            parser.add_argument("--threads", type=threads_value, default=None,
+                                help="CPU threads for torch (1 or more)")
+            parser.add_argument("--device", default=os.environ.get(DEVICE_ENV, "auto"),
+                                help=f"cpu, cuda, cuda:N or auto (default: ${DEVICE_ENV} or auto, "
+                                     "CUDA where there is one); a paper-size model (10M+ "
+                                     "parameters: wrn-28-10, resnet-50, ...) trains on a CPU only "
+                                     "with --device cpu")
         else:
-            parser.add_argument(f"--{name}", required=True)
+            parser.add_argument(f"--{name}", required=True, help=NAME_HELP[name])
 
 
 def _device(args: argparse.Namespace) -> Any:
-    from wscat.device import pick_device
+    """The step's device, named on stdout (the job log's first line; stderr stays for errors)."""
+    from wscat.device import device_line, named, pick_device
 
-    return pick_device(args.device, args.threads)
+    device = pick_device(args.device, args.threads)
+    print(device_line(device, automatic=not named(args.device)), flush=True)
+    return device
 
 
 # --- fetch, split, train, pseudo-label, evaluate ------------------------------------------------
@@ -60,7 +115,8 @@ def _fetch(args: argparse.Namespace, params: Params) -> None:
 
 def _split_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "seed")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True,
+                   help="the split to write (.npz: labelled, unlabelled, validation, test indices)")
 
 
 def _split(args: argparse.Namespace, params: Params) -> None:
@@ -71,29 +127,33 @@ def _split(args: argparse.Namespace, params: Params) -> None:
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "model", "method", "seed", "threads")
-    p.add_argument("--split", type=Path, required=True)
+    p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
     p.add_argument("--pseudo", type=Path, default=None, help="pseudo-labels (methods with data: pseudo)")
     p.add_argument("--labeler-checkpoint", type=Path, default=None,
                    help="labels unlabelled generated images (methods with generated_labeler)")
-    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--out-dir", type=Path, required=True,
+                   help="the run's folder: best.pt, last.pt, train_log.csv, dvclive/, resume/")
 
 
 def _train(args: argparse.Namespace, params: Params) -> None:
+    from wscat.device import named
     from wscat.steps import train
 
     summary = train.run(params, dataset=args.dataset, model=args.model, method=args.method,
                         seed=args.seed, split_path=args.split, pseudo_path=args.pseudo,
                         out_dir=args.out_dir, labeler_checkpoint=args.labeler_checkpoint,
-                        device=_device(args))
+                        device=_device(args), device_named=named(args.device))
     print(f"trained {args.method} seed {args.seed}: best epoch {summary['best_epoch']}")
 
 
 def _pseudo_label_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "model", "labeler", "seed", "threads")
-    p.add_argument("--split", type=Path, required=True)
-    p.add_argument("--checkpoint", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--metrics", type=Path, required=True)
+    p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
+    p.add_argument("--checkpoint", type=Path, required=True, help="the labeler's best.pt")
+    p.add_argument("--out", type=Path, required=True,
+                   help="the pseudo-labels to write (.npz, one per unlabelled image)")
+    p.add_argument("--metrics", type=Path, required=True,
+                   help="their report to write (.json: accuracy against the hidden labels)")
 
 
 def _pseudo_label(args: argparse.Namespace, params: Params) -> None:
@@ -107,9 +167,10 @@ def _pseudo_label(args: argparse.Namespace, params: Params) -> None:
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "model", "method", "seed", "threads")
-    p.add_argument("--split", type=Path, required=True)
-    p.add_argument("--checkpoint", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
+    p.add_argument("--checkpoint", type=Path, required=True, help="the run's best.pt")
+    p.add_argument("--out", type=Path, required=True,
+                   help="the metrics to write (.json: accuracies and how they were measured)")
     p.add_argument("--part", choices=("all", "core", "extra"), default="all",
                    help="core: the paper's five attacks and Mean; extra: AA-paper, NRF and the "
                         "masking checks (needs --core); all: both (default)")
@@ -130,9 +191,10 @@ def _evaluate(args: argparse.Namespace, params: Params) -> None:
 
 def _table_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "experiment")
-    p.add_argument("--tex", type=Path, required=True)
-    p.add_argument("--csv", type=Path, required=True)
-    p.add_argument("--summary", type=Path, required=True)
+    p.add_argument("--tex", type=Path, required=True, help="the LaTeX table to write")
+    p.add_argument("--csv", type=Path, required=True, help="the table as CSV")
+    p.add_argument("--summary", type=Path, required=True,
+                   help="mean and std per (method, attack), as JSON")
     p.add_argument("--md", type=Path, default=None, help="the Markdown twin (README)")
     p.add_argument("--paired-csv", type=Path, default=None,
                    help="paired bootstrap comparison against WSCAT (.csv)")
@@ -170,8 +232,8 @@ def _export(args: argparse.Namespace, params: Params) -> None:
 
 def _paper_table_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "tier", "label")
-    p.add_argument("--tex", type=Path, required=True)
-    p.add_argument("--csv", type=Path, required=True)
+    p.add_argument("--tex", type=Path, required=True, help="the LaTeX table to write")
+    p.add_argument("--csv", type=Path, required=True, help="the long CSV (reported.csv's columns)")
     p.add_argument("--results", default="results", help="the results folder (default: results)")
 
 
@@ -183,13 +245,13 @@ def _paper_table(args: argparse.Namespace, params: Params) -> None:
 
 
 def _paper_compare_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--label", required=True)
+    p.add_argument("--label", required=True, help=NAME_HELP["label"])
     p.add_argument("--table-csv", type=Path, required=True, help="the table's long CSV")
     p.add_argument("--paper-cells", nargs=2, metavar=("DATASET", "MODEL"), default=None,
                    help="compare with the paper's cells of this dataset and model (default: "
                         "the table's own names; the CIFAR-10 proxy: CIFAR10 WRN-28-10)")
-    p.add_argument("--tex", type=Path, required=True)
-    p.add_argument("--csv", type=Path, required=True)
+    p.add_argument("--tex", type=Path, required=True, help="the LaTeX companion to write")
+    p.add_argument("--csv", type=Path, required=True, help="the companion as CSV")
 
 
 def _paper_compare(args: argparse.Namespace, params: Params) -> None:
@@ -215,7 +277,7 @@ def _paper_figure(args: argparse.Namespace, params: Params) -> None:
 
 def _paper_index_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "tier")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the index to write (index.md)")
     p.add_argument("--results", default="results", help="the results folder (default: results)")
 
 
@@ -226,8 +288,8 @@ def _paper_index(args: argparse.Namespace, params: Params) -> None:
 
 
 def _curves_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--train-log", type=Path, required=True)
-    p.add_argument("--title", default="")
+    p.add_argument("--train-log", type=Path, required=True, help="the run's train_log.csv")
+    p.add_argument("--title", default="", help="the figure's title")
     p.add_argument("--out", type=Path, required=True, help="output path without extension")
 
 
@@ -239,9 +301,10 @@ def _curves(args: argparse.Namespace, params: Params) -> None:
 
 def _validate_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "model", "method", "seed", "threads")
-    p.add_argument("--split", type=Path, required=True)
-    p.add_argument("--checkpoint", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
+    p.add_argument("--checkpoint", type=Path, required=True, help="the run's best.pt")
+    p.add_argument("--out", type=Path, required=True,
+                   help="the validation scores to write (.json)")
 
 
 def _validate(args: argparse.Namespace, params: Params) -> None:
@@ -278,6 +341,26 @@ def _list_experiments(args: argparse.Namespace, params: Params) -> None:
     print(describe(yaml.safe_load(args.params.read_text()), params, str(args.params)))
 
 
+def _add_dataset_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="the new dataset's name (datasets.NAME, training.NAME, "
+                                "experiments.NAME; results/tables/NAME.tex)")
+    p.add_argument("npz", type=Path, help="uint8 x_train (N x H x W x C), integer y_train in "
+                                          "0..K-1, and x_test, y_test if it has a test part")
+    _common(p)
+    p.add_argument("--out", type=Path, help="write the params file with the new blocks here "
+                                            "(default: add them to --params in place)")
+
+
+def _add_dataset(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import add_dataset
+
+    written = add_dataset.run(args.params, args.name, args.npz, out=args.out)
+    configfile = "" if args.out is None else f" --configfile {written}"
+    print(f"added datasets.{args.name}, training.{args.name} and experiments.{args.name} to "
+          f"{written} (commented: edit them there); next: snakemake -n{configfile} -- "
+          f"results/tables/{args.name}.tex")
+
+
 COMMANDS: dict[str, Command] = {
     "fetch": Command("download (CIFAR) or check the archives of a dataset (md5)",
                      _fetch_arguments, _fetch),
@@ -310,11 +393,22 @@ COMMANDS: dict[str, Command] = {
     "list-experiments": Command("every experiment, method and dataset of the params file, "
                                 "generated ones (wscat-beta0.2, digits-full) included",
                                 _list_experiments_arguments, _list_experiments),
+    "add-dataset": Command("check your own .npz and add its dataset, training and experiment "
+                           "blocks to the params file", _add_dataset_arguments, _add_dataset),
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (no usage block), exit 2; subcommands inherit it."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        message = " ".join(message.split())
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wscat", description=__doc__)
+    parser = Parser(prog="wscat", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"wscat {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help=f"show the traceback of an unexpected error (or set {DEBUG_ENV}=1)")
     steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
@@ -336,6 +430,55 @@ def _check_names(params: dict, args: argparse.Namespace) -> None:
 
 # Arguments that name files a step writes (`--metrics` is an output of pseudo-label only).
 OUTPUT_ARGS = ("out", "tex", "csv", "summary", "md", "paired_csv", "paired_tex")
+# Arguments that name files or folders a step reads (`--metrics`: an input but to pseudo-label).
+INPUT_ARGS = ("params", "split", "pseudo", "labeler_checkpoint", "checkpoint", "core", "metrics",
+              "train_log", "table_csv", "results", "npz")
+# Files a step writes beside an output argument (`--out` without extension: the figures).
+DERIVED_OUTPUTS: dict[str, Callable[[Path], list[Path]]] = {
+    "export": lambda out: [out, out.with_suffix(".pt")],
+    "paper-figure": lambda out: [out.with_suffix(f".{ext}") for ext in ("pdf", "png", "csv")],
+    "curves": lambda out: [out.with_suffix(f".{ext}") for ext in ("pdf", "png")],
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def step_outputs(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Path]]:
+    """(output files, output folders) of a parsed command, each under its flag."""
+    names = OUTPUT_ARGS + (("metrics",) if args.step == "pseudo-label" else ())
+    files = {_flag(name): Path(getattr(args, name)) for name in names
+             if getattr(args, name, None) is not None}
+    derived = DERIVED_OUTPUTS.get(args.step)
+    if derived is not None and "--out" in files:
+        out = files.pop("--out")
+        files.update({"--out" if path == out else f"--out ({path.name})": path
+                      for path in derived(out)})
+    folders = {"--out-dir": Path(args.out_dir)} if getattr(args, "out_dir", None) else {}
+    return files, folders
+
+
+def step_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """The files (and folders) a parsed command names as its inputs, under their flags."""
+    names = [n for n in INPUT_ARGS if not (n == "metrics" and args.step == "pseudo-label")]
+    return {_flag(name): getattr(args, name) for name in names
+            if getattr(args, name, None) is not None}
+
+
+FOLDER_INPUTS = ("--results",)  # the inputs that are folders; every other one is a file
+
+
+def guard(args: argparse.Namespace) -> None:
+    """Before any work: no file input is a folder, and no output is an input (the step adds the
+    inputs only it knows)."""
+    inputs = step_inputs(args)
+    for flag, value in inputs.items():
+        for path in value if isinstance(value, list) else [value]:
+            if flag not in FOLDER_INPUTS and Path(path).is_dir():
+                raise ValueError(f"{flag} {path} is a folder, not a file; pass the file itself")
+    files, folders = step_outputs(args)
+    guard_outputs(inputs, files, folders)
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -346,23 +489,43 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Check the outputs and the names, then run the subcommand's step."""
+    """Check the outputs and the names, lock the outputs, then run the subcommand's step."""
+    guard(args)
     check_outputs(args)
-    params = load_params(args.params) if hasattr(args, "params") else None
-    if params is not None:
-        _check_names(params, args)
-    COMMANDS[args.step].run(args, params)
+    files, folders = step_outputs(args)
+    with contextlib.ExitStack() as locks:
+        command = " ".join(["wscat", *sys.argv[1:]])[:200]
+        for path in sorted({*files.values(), *folders.values()}):
+            locks.enter_context(output_lock(path, command))
+        params = load_params(args.params) if hasattr(args, "params") else None
+        if params is not None:
+            _check_names(params, args)
+        COMMANDS[args.step].run(args, params)
+
+
+def _quiet_broken_pipe() -> None:
+    """stdout's reader went away (`wscat list-experiments | head`): send the rest to /dev/null so
+    that Python's final flush stays quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one step; every failure ends in one line on stderr and a non-zero exit status."""
     try:
         args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version (0) or a usage error, already one line (2)
+        return done.code if isinstance(done.code, int) else 0 if done.code is None else 2
     except KeyboardInterrupt:
         print("wscat: error: interrupted while starting; nothing was written", file=sys.stderr)
         return INTERRUPTED
+    keep_freed_memory()  # fewer page faults per tensor op; the same bits (wscat/memory.py)
     try:
         run(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        return 0
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - the one error path
         line = describe(error)
         if line is None:

@@ -5,6 +5,7 @@ JSON schema cannot express (cross-references between sections).
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +32,38 @@ def _where(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "<top level>"
 
 
+# What the code can represent: seeds are numpy/torch seeds (0..2^32-1), every other integer (a
+# count, a size, a number of steps) indexes tensors and loops with 32-bit room to spare.
+SEED_MAX = 2**32 - 1
+INT_MAX = 2**31 - 1
+
+
+def check_numbers(value: Any, where: str = "") -> None:
+    """Refuse NaN and +-inf wherever params.yaml holds a number (JSON Schema's bounds let NaN
+    through: every comparison with it is false), and integers beyond what the code represents."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_numbers(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_numbers(item, f"{where}.{index}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"bad value in params.yaml at {where or '<top level>'}: {value} is not "
+                          "a finite number; give a finite value (a number too large for a float "
+                          "reads as inf)")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        parts = where.split(".")
+        limit = SEED_MAX if "seed" in parts[-1] or parts[-2:-1] == ["seeds"] else INT_MAX
+        if not -INT_MAX - 1 <= value <= limit:
+            raise ConfigError(f"bad value in params.yaml at {where}: {value} is beyond what the "
+                              f"code can represent (at most {limit}); give a smaller value")
+
+
 def validate_params(params: dict[str, Any]) -> dict[str, Any]:
     """Check `params` against the schema and the cross-references; raise ConfigError on the first
     problem. Returns the params with the runs of the `paper` section made explicit
     (wscat.sweeps.expand_paper)."""
+    check_numbers(params)
     validator = jsonschema.Draft202012Validator(load_schema())
     errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), e.path))
     if errors:
@@ -190,6 +219,14 @@ def _check_references(params: dict[str, Any]) -> None:
             if method not in methods:
                 raise ConfigError(f"training.{dataset}.per_method: unknown method '{method}'; "
                                   f"known methods: {', '.join(sorted(methods))}")
+        for method in [None, *(training.get("per_method") or {})]:
+            schedule = training_for(params, dataset, method)
+            fixed = schedule.get("labelled_per_batch")
+            if fixed is not None and fixed > schedule["batch_size"]:
+                where = f"training.{dataset}" + (f".per_method.{method}" if method else "")
+                raise ConfigError(f"{where}.labelled_per_batch = {fixed} exceeds batch_size = "
+                                  f"{schedule['batch_size']}: a batch cannot hold more labelled "
+                                  "images than images; lower it or raise batch_size")
     for name, dataset in params["datasets"].items():
         if dataset["eps"] > 0 and (dataset["train_step_size"] <= 0 or dataset["eval_step_size"] <= 0):
             raise ConfigError(f"datasets.{name}: step sizes must be positive when eps > 0")
@@ -220,6 +257,9 @@ def stop_on_bad_yaml(path: str | Path) -> None:
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     """Read and validate a params file."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a params file; pass the .yaml file itself "
+                          "(--params)")
     if not path.is_file():
         raise ConfigError(f"params file not found: {path} (run from the repository root or pass --params)")
     try:

@@ -32,6 +32,25 @@ def first_line(error: BaseException) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+def npz_problem(error: BaseException, path: object | None = None) -> str:
+    """np.load's failure as one line. A file that is no .npz at all is said to be so: numpy's own
+    message advises allow_pickle=True, which would run code from a file wscat did not write."""
+    if isinstance(error, ValueError) and "allow_pickle" in str(error):
+        return "it is not an .npz file (not a zip archive of arrays)"
+    if isinstance(error, IsADirectoryError):
+        return "it is a folder, not a file"
+    return " ".join(f"{type(error).__name__}: {error}".split())
+
+
+def require_file(path: object, missing: str) -> None:
+    """Raise FileNotFoundError(`missing`) when `path` does not exist, and a one-line ValueError
+    when it is a folder where a file belongs."""
+    if os.path.isdir(str(path)):
+        raise ValueError(f"{path} is a folder, not a file; pass the file itself")
+    if not os.path.isfile(str(path)):
+        raise FileNotFoundError(missing)
+
+
 def os_error_line(error: OSError, path: object | None = None) -> str:
     """An OSError as one line: where, what, and how to fix it."""
     where = path or error.filename or "the output location"
@@ -65,6 +84,38 @@ def describe(error: BaseException) -> str | None:
     if isinstance(error, (ValueError, zipfile.BadZipFile, EOFError)):
         return first_line(error)
     return None
+
+
+def unknown_target_line(workflow: object, argv: list[str] | None = None) -> str | None:
+    """For the Snakefile, once every rule is defined: one line for a requested target that no
+    rule makes, is no rule's name and does not exist (Snakemake's own MissingRuleException comes
+    after its banner, over several lines, with advice about input functions). The targets are
+    what follows `--` on Snakemake's command line (the documented form; Snakemake hands the
+    Snakefile no list of them while it is read)."""
+    import sys
+
+    argv = sys.argv if argv is None else argv
+    targets = argv[argv.index("--") + 1:] if "--" in argv else []
+    rules = list(getattr(workflow, "rules", ()))
+    names = {rule.name for rule in rules}
+    for target in targets:
+        if target in names or os.path.exists(target):
+            continue
+        if not any(rule.is_producer(target) for rule in rules):
+            return (f"wscat: no rule makes {target}; `snakemake --list-target-rules` lists the "
+                    "named targets, and results/tables/EXPERIMENT.tex (experiments: `wscat "
+                    "list-experiments`) is the usual file target")
+    return None
+
+
+def stop_on_unknown_target(workflow: object) -> None:
+    """End a Snakemake run whose target no rule makes with `unknown_target_line`, exit 1."""
+    line = unknown_target_line(workflow)
+    if line is not None:
+        import sys
+
+        print(line, file=sys.stderr)
+        sys.exit(1)
 
 
 def exit_code(error: BaseException) -> int:

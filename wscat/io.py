@@ -1,12 +1,14 @@
 """Atomic file output: every step writes to a temporary name in the target folder, then renames.
-Before the work, `check_writable` makes sure the outputs can be written at all."""
+Before the work, `check_writable` makes sure the outputs can be written at all, `guard_outputs`
+that no output is one of the inputs, and `output_lock` that no other process writes them."""
 from __future__ import annotations
 
 import errno
 import json
 import os
+import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -102,3 +104,190 @@ def check_writable(*paths: str | Path | None, folders: bool = False) -> None:
         if free.f_bavail * free.f_frsize < MIN_FREE_BYTES:
             raise OutputError(errno.ENOSPC, f"cannot write {path}: "
                               f"{os_error_line(OSError(errno.ENOSPC, 'full'), where)}")
+
+
+# --- an input is never an output --------------------------------------------------------------
+
+PathLike = str | Path
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two paths name the same file: equal once symlinks and `..` are resolved, or the
+    same inode (a hard link)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether `path` lies inside `folder` (both resolved)."""
+    return folder.resolve() in path.resolve().parents
+
+
+def guard_outputs(inputs: Mapping[str, PathLike | Iterable[PathLike] | None],
+                  outputs: Mapping[str, PathLike | None],
+                  folders: Mapping[str, PathLike | None] | None = None) -> None:
+    """Refuse, before any work, an output that is one of the inputs.
+
+    `inputs`, `outputs` and `folders` (output folders) map what names a path (a flag such as
+    `--checkpoint`, or "the dataset archive") to it. Refused with one line (exit 2): an output
+    file that resolves to an input (symlinks, relative paths and hard links included), two
+    outputs that are the same file, and an output folder that holds an input or is one."""
+    named_inputs = [(name, Path(p)) for name, value in inputs.items()
+                    for p in ([] if value is None else [value] if isinstance(value, (str, Path))
+                              else value)]
+    named_outputs = [(name, Path(p)) for name, p in outputs.items() if p is not None]
+    named_folders = [(name, Path(p)) for name, p in (folders or {}).items() if p is not None]
+    for out_name, out in named_outputs + named_folders:
+        for in_name, source in named_inputs:
+            if _same(out, source):
+                raise OutputError(errno.EEXIST, f"{out_name} {out} is the input {in_name} "
+                                  f"{source}: writing it would destroy what this step reads; "
+                                  "choose another output path (nothing was written)")
+    for out_name, folder in named_folders:
+        for in_name, source in named_inputs:
+            if _inside(source, folder):
+                raise OutputError(errno.EEXIST, f"{out_name} {folder} holds the input {in_name} "
+                                  f"{source}, which this step may overwrite; choose another "
+                                  "output folder (nothing was written)")
+    seen: list[tuple[str, Path]] = []
+    for out_name, out in named_outputs + named_folders:
+        for other_name, other in seen:
+            if _same(out, other) or (out_name, out) in named_folders and _inside(other, out):
+                raise OutputError(errno.EEXIST, f"{out_name} {out} and {other_name} {other} are "
+                                  "the same output; give each its own path (nothing was written)")
+        seen.append((out_name, out))
+
+
+# --- one writer per output --------------------------------------------------------------------
+
+LOCK_SUFFIX = ".wscat-lock"
+_HELD: dict[str, int] = {}  # the lock files this process holds, and how deeply nested
+
+
+def lock_path(path: PathLike) -> Path:
+    """The lock file of an output file or folder: a hidden file beside it."""
+    path = Path(path).absolute()
+    return path.parent / f".{path.name}{LOCK_SUFFIX}"
+
+
+def _holder(handle: Any) -> dict[str, Any]:
+    """What a lock file says about the process that holds (or held) it."""
+    handle.seek(0)
+    try:
+        holder = json.loads(handle.read() or "{}")
+    except ValueError:
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _describe_holder(holder: dict[str, Any]) -> str:
+    return f"pid {holder.get('pid', '?')}, started {holder.get('started', '?')}" + (
+        f": {holder['command']}" if holder.get("command") else "")
+
+
+def _pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _made_folders(folder: Path) -> list[Path]:
+    """Make `folder` and its missing parents; the ones made, innermost first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for part in reversed(missing):
+        part.mkdir(exist_ok=True)
+    return missing
+
+
+@contextmanager
+def output_lock(path: PathLike, command: str = "") -> Iterator[Path]:
+    """Hold an exclusive lock on the output file or folder `path` while the block runs.
+
+    The lock is `flock` on a hidden file beside `path` that names its holder (pid, start time,
+    command). A second writer gets one line naming the first and changes nothing. A lock whose
+    holder died (killed, power cut) is free again for the kernel: it is taken over, with a note.
+    The lock file, and any folder made for it that stayed empty, go when the block ends. Within
+    one process the lock nests (the command line locks a step's outputs, the step its own)."""
+    lock = lock_path(path)
+    key = str(lock.parent.resolve() / lock.name)
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield Path(path)
+        finally:
+            _HELD[key] -= 1
+        return
+    made = _made_folders(lock.parent)
+    try:
+        handle = _acquire(lock, path, command)
+        _HELD[key] = 1
+        try:
+            yield Path(path)
+        finally:
+            del _HELD[key]
+            try:
+                if _same_inode(handle, lock):
+                    lock.unlink()
+            finally:
+                handle.close()  # releases the flock
+    finally:
+        for folder in made:  # innermost first; a folder that holds outputs stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+def _same_inode(handle: Any, lock: Path) -> bool:
+    try:
+        return os.fstat(handle.fileno()).st_ino == os.stat(lock).st_ino
+    except OSError:
+        return False
+
+
+def _acquire(lock: Path, path: PathLike, command: str) -> Any:
+    """Open and flock `lock` (retrying when a finishing holder unlinked it meanwhile); record us."""
+    import fcntl
+    import time
+
+    for _ in range(5):
+        handle = open(lock, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(handle)
+            handle.close()
+            raise OutputError(errno.EBUSY, f"{path} is being written by another wscat process "
+                              f"({_describe_holder(holder)}); wait for it to finish or choose "
+                              f"another output (lock: {lock})") from None
+        except OSError:  # a file system without flock: go on unlocked
+            return handle
+        if not _same_inode(handle, lock):  # its holder finished and removed it: start over
+            handle.close()
+            continue
+        stale = _holder(handle)
+        if stale.get("pid") not in (None, os.getpid()):
+            alive = " (that pid now belongs to another process)" if _pid_alive(stale["pid"]) else ""
+            print(f"note: taking over the stale lock of {path} left by a process that ended "
+                  f"({_describe_holder(stale)}){alive}", file=sys.stderr)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "started": time.strftime(
+            "%Y-%m-%d %H:%M:%S %Z"), "command": command}) + "\n")
+        handle.flush()
+        return handle
+    raise OutputError(errno.EBUSY, f"{path}: its lock {lock} keeps changing hands; another "
+                      "wscat process is writing it: wait for it to finish")

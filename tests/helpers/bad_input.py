@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import yaml
 
-from wscat.checkpoint import load_checkpoint, save_checkpoint
+from wscat.checkpoint import FORMAT, load_checkpoint, save_tensors
 from wscat.models import build_model
 
 Maker = Callable[[Path], None]
@@ -68,10 +68,44 @@ def checkpoint_edit(name: str, change: Callable[[dict], None]) -> Maker:
     """A copy of run/best.pt with its state changed."""
     def make(work: Path) -> None:
         state = load_checkpoint(work / "run" / "best.pt")
-        state.pop("format")
         change(state)
-        save_checkpoint(work / name, state)
+        save_tensors(work / name, {**state, "format": FORMAT})  # as written, NaN weights too
     return make
+
+
+def nan_weights(state: dict) -> None:
+    """The EMA's first weight tensor full of NaN (a diverged run's model)."""
+    name = next(k for k, v in state["ema"].items() if v.is_floating_point())
+    state["ema"][name] = torch.full_like(state["ema"][name], float("nan"))
+
+
+def raw_setting(dotted: str, literal: str) -> Maker:
+    """params.yaml with one value written as this YAML literal (e.g. 1e400, too large for a
+    float)."""
+    def make(work: Path) -> None:
+        setting(dotted, "__raw__")(work)
+        path = work / "params.yaml"
+        path.write_text(path.read_text().replace("__raw__", literal))
+    return make
+
+
+def link(name: str, target: str) -> Maker:
+    """A symbolic link `name` -> `target`."""
+    def make(work: Path) -> None:
+        (work / name).symlink_to(target)
+    return make
+
+
+def copy(source: str, name: str) -> Maker:
+    def make(work: Path) -> None:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_bytes((work / source).read_bytes())
+    return make
+
+
+def images(n: int = 20, shape: tuple[int, ...] = (8, 8, 1), seed: int = 0) -> np.ndarray:
+    """Random uint8 images N x H x W x C (a well-formed npz dataset's x)."""
+    return np.random.default_rng(seed).integers(0, 256, (n, *shape), dtype=np.uint8)
 
 
 def other_architecture(state: dict) -> None:

@@ -261,12 +261,12 @@ def test_npz_source_needs_a_path_and_checks_a_configuredmd5(tmp_path):
     with pytest.raises(DatasetUnavailable, match="datasets.mine.path"):
         load_dataset("mine", {"source": "npz"})
     path = tmp_path / "mine.npz"
-    np.savez(path, x_train=np.zeros((1, 2, 2), np.uint8), y_train=[0],
-             x_test=np.zeros((1, 2, 2), np.uint8), y_test=[0])
+    pixels = np.arange(8, dtype=np.uint8).reshape(2, 2, 2)  # two classes, pixels that vary
+    np.savez(path, x_train=pixels, y_train=[0, 1], x_test=pixels[:1], y_test=[0])
     with pytest.raises(DatasetUnavailable, match="md5"):
         load_dataset("mine", {"source": "npz", "path": str(path), "md5": "0" * 32})
     data = load_dataset("mine", {"source": "npz", "path": str(path), "md5": md5(path)})
-    assert data.image_shape == (1, 2, 2) and data.num_classes == 1
+    assert data.image_shape == (1, 2, 2) and data.num_classes == 2
     assert raw_files("digits") == [] and fetch_dataset("digits") == []
 
 

@@ -64,6 +64,7 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
     ("yaml-not-mapping", bad.text("params.yaml", "- 1\n- 2\n"), SPLIT, "mapping"),
     ("empty-yaml", bad.text("params.yaml", ""), SPLIT, "mapping"),
     ("params-missing", None, SPLIT + " --params nope.yaml", "params file not found"),
+    ("params-is-folder", None, SPLIT + " --params run", "--params run is a folder"),
     ("labelled-too-many", bad.setting("datasets.digits.labelled", 5000), SPLIT, "labelled = 5000"),
     ("labelled-not-balanced", bad.setting("datasets.digits.labelled", 305), SPLIT, "multiple"),
     ("labelled-above-class", bad.setting("datasets.digits.labelled", 1420), SPLIT, "class"),
@@ -186,6 +187,87 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
      "unknown experiment 'nope'"),
     ("export-metrics-missing", None, "export --checkpoint run/best.pt --metrics nope.json --out out/e.json",
      "nope.json"),
+    # an output is never an input (each rule's category: tests/unit/test_bad_input_categories.py)
+    ("evaluate-out-is-checkpoint", None, EVALUATE.format(model="cnn", checkpoint="run/best.pt")
+     .replace("out/m.json", "run/best.pt"), "is the input --checkpoint"),
+    ("evaluate-out-links-to-checkpoint", bad.link("link.pt", "run/best.pt"),
+     EVALUATE.format(model="cnn", checkpoint="link.pt").replace("out/m.json", "run/best.pt"),
+     "is the input --checkpoint"),
+    ("evaluate-out-relative-checkpoint", None, EVALUATE.format(model="cnn", checkpoint="run/best.pt")
+     .replace("out/m.json", "out/../run/./best.pt"), "is the input --checkpoint"),
+    ("evaluate-core-is-out", bad.text("m.json", "{}"), EVALUATE.format(
+        model="cnn", checkpoint="run/best.pt").replace("out/m.json", "m.json") + " --part extra --core m.json",
+     "is the input --core"),
+    ("pseudo-out-is-split", None, PSEUDO.format(model="cnn", checkpoint="run/best.pt")
+     .replace("out/p.npz", "s.npz"), "is the input --split"),
+    ("pseudo-two-outputs-one-file", None, PSEUDO.format(model="cnn", checkpoint="run/best.pt")
+     .replace("out/p.json", "out/p.npz"), "are the same output"),
+    ("split-out-is-dataset", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
+        "toy.npz", x_train=bad.images(), y_train=Y, x_test=bad.images(seed=1), y_test=Y)),
+     SPLIT.replace("digits", "toy").replace("out/s.npz", "toy.npz"), "is the input dataset toy"),
+    ("split-out-is-params", None, SPLIT.replace("out/s.npz", "params.yaml"), "is the input --params"),
+    ("train-out-dir-holds-split", bad.copy("s.npz", "out/run/s.npz"), TRAIN.format(split="out/run/s.npz"),
+     "holds the input --split"),
+    ("train-out-dir-is-labeler", None, TRAIN.format(split="s.npz").replace("out/run", "run/best.pt")
+     + " --labeler-checkpoint run/best.pt", "is the input --labeler-checkpoint"),
+    ("export-out-is-metrics", bad.text("m.json", "{}"),
+     "export --checkpoint run/best.pt --metrics m.json --out m.json", "is the input --metrics"),
+    ("export-weights-are-checkpoint", bad.text("m.json", "{}"),
+     "export --checkpoint run/best.pt --metrics m.json --out run/best.json", "is the input --checkpoint"),
+    ("table-out-is-metrics", bad.text("m.json", "{}"),
+     "table --experiment digits --tex m.json --csv out/t.csv --summary out/t.json m.json",
+     "is the input --metrics"),
+    # numbers: finite, and representable
+    ("eps-nan", bad.setting("datasets.digits.eps", float("nan")), SPLIT, "datasets.digits.eps: nan"),
+    ("lr-inf", bad.setting("training.digits.lr", float("inf")), SPLIT, "training.digits.lr: inf"),
+    ("beta-minus-inf", bad.setting("methods.wscat.beta", float("-inf")), SPLIT,
+     "methods.wscat.beta: -inf"),
+    ("lr-too-large-for-a-float", bad.raw_setting("training.digits.lr", "1.0e+400"), SPLIT,
+     "not a finite number"),
+    ("epochs-too-large", bad.setting("training.digits.epochs", 2**40), SPLIT,
+     "beyond what the code can represent"),
+    # degenerate settings, refused where they are set
+    ("val-fraction-0", bad.setting("datasets.digits.val_fraction", 0), SPLIT, "0 validation images"),
+    ("labelled-per-batch-above-batch", bad.setting("training.digits.labelled_per_batch", 4096), SPLIT,
+     "exceeds batch_size"),
+    # degenerate data, refused when read
+    ("npz-dataset-one-class", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
+        "toy.npz", x_train=bad.images(), y_train=Y * 0, x_test=bad.images(seed=1), y_test=Y * 0)),
+     SPLIT.replace("digits", "toy"), "1 class(es)"),
+    ("npz-dataset-constant-channel", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
+        "toy.npz", x_train=np.concatenate([bad.images(), np.full((20, 8, 8, 1), 7, np.uint8)], -1),
+        y_train=Y, x_test=bad.images(shape=(8, 8, 2)), y_test=Y)),
+     SPLIT.replace("digits", "toy"), "channel 1 has the same value"),
+    ("npz-dataset-channel-first", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
+        "toy.npz", x_train=bad.images(shape=(3, 8, 8)), y_train=Y,
+        x_test=bad.images(shape=(3, 8, 8)), y_test=Y)), SPLIT.replace("digits", "toy"), "channel-first"),
+    ("npz-dataset-text", bad.both(bad.toy_dataset("toy.npz"), bad.text("toy.npz", "x,y\n1,2\n")),
+     SPLIT.replace("digits", "toy"), "not an .npz file"),
+    ("split-empty-validation", bad.npz_edit("s.npz", "bad.npz", lambda a: a.update(validation=a["validation"][:0])),
+     TRAIN.format(split="bad.npz"), "`validation` part is empty"),
+    ("split-is-folder", bad.text("dir.npz/keep", ""), TRAIN.format(split="dir.npz"), "is a folder"),
+    ("pseudo-is-folder", bad.text("dir.npz/keep", ""), RST.format(pseudo="dir.npz"), "is a folder"),
+    ("pseudo-text", bad.text("bad.npz", "1,2,3\n"), RST.format(pseudo="bad.npz"), "not an .npz file"),
+    ("split-text-not-npz", bad.text("bad.npz", "1,2,3\n"), TRAIN.format(split="bad.npz"),
+     "not an .npz file"),
+    ("checkpoint-pickle-of-objects", bad.plain_pickle("bad.pt"),
+     EVALUATE.format(model="cnn", checkpoint="bad.pt"), "Python objects beyond tensors"),
+    ("checkpoint-torch-save-of-objects", bad.malicious_checkpoint("bad.pt"),
+     EVALUATE.format(model="cnn", checkpoint="bad.pt"), "Python objects beyond tensors"),
+    ("checkpoint-is-folder", None, EVALUATE.format(model="cnn", checkpoint="run"), "is a folder"),
+    ("checkpoint-nan-weights", bad.checkpoint_edit("bad.pt", bad.nan_weights),
+     EVALUATE.format(model="cnn", checkpoint="bad.pt"), "NaN or infinite"),
+    ("checkpoint-nan-weights-pseudo", bad.checkpoint_edit("bad.pt", bad.nan_weights),
+     PSEUDO.format(model="cnn", checkpoint="bad.pt"), "NaN or infinite"),
+    # the command line
+    ("seed-negative", None, SPLIT.replace("--seed 1", "--seed -1"), "argument --seed: -1 is outside"),
+    ("seed-too-large", None, SPLIT.replace("--seed 1", "--seed 4294967296"), "argument --seed"),
+    ("seed-not-a-number", None, SPLIT.replace("--seed 1", "--seed one"), "argument --seed"),
+    ("threads-negative", None, TRAIN.format(split="s.npz") + " --threads -1", "argument --threads"),
+    ("threads-0", None, TRAIN.format(split="s.npz") + " --threads 0", "argument --threads"),
+    ("argument-missing", None, "split --dataset digits --seed 1", "required: --out"),
+    ("argument-unknown", None, SPLIT + " --bogus 3", "unrecognized arguments: --bogus"),
+    ("step-unknown", None, "splitt --dataset digits", "invalid choice: 'splitt'"),
 ]
 
 
@@ -221,15 +303,22 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
             for p in folder.rglob("*")}
 
 
-def one_line_error(command: list[str], phrase: str, work: Path, capsys) -> str:
-    """Run `wscat command` in-process; check the one-line error and that nothing was written."""
+UNEXPECTED = ": error: unexpected "  # the catch-all's line: an error nobody anticipated (a bug)
+UNSAFE_ADVICE = ("allow_pickle", "weights_only", "trust the source")  # numpy's and torch's advice
+
+
+def one_line_error(command: list[str], phrase: str, work: Path, capsys, code: int = 2) -> str:
+    """Run `wscat command` in-process; check the one-line error, its exit code (2: bad input,
+    through the anticipated path, not the catch-all) and that nothing was written."""
     before = snapshot(work)
     capsys.readouterr()
-    code = cli.main(command)
+    got = cli.main(command)
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
-    assert code != 0, err
+    assert got == code, err
     assert len(lines) == 1 and "Traceback" not in err, err
+    assert (UNEXPECTED in lines[0]) == (code == 1), lines[0]
+    assert not any(unsafe in lines[0] for unsafe in UNSAFE_ADVICE), lines[0]
     assert phrase in lines[0], lines[0]
     assert snapshot(work) == before, "the failed step left files behind"
     return lines[0]
@@ -368,7 +457,7 @@ def test_unexpected_error_is_one_line_and_debug_shows_it(work, capsys, monkeypat
 
     monkeypatch.setattr(split, "run", boom)
     line = one_line_error(SPLIT.split(), "unexpected RuntimeError: something nobody expected",
-                          work, capsys)
+                          work, capsys, code=1)
     assert "--debug" in line
     with pytest.raises(RuntimeError):
         cli.main(["--debug", *SPLIT.split()])

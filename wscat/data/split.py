@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wscat.errors import NPZ_ERRORS, first_line
+from wscat.errors import NPZ_ERRORS, npz_problem, require_file
 from wscat.io import atomic_path
 
 
@@ -32,6 +32,19 @@ def _per_class(labels: np.ndarray, pool: np.ndarray, per_class: int, rng: np.ran
                              "for; lower datasets.<name>.labelled in params.yaml")
         chosen.append(rng.permutation(members)[:per_class])
     return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
+
+
+def _check_validation(dataset: str, per_class: int, labelled_per_class: int) -> None:
+    """Every run chooses best.pt on the validation set, and trains on the labelled images left:
+    neither may be empty."""
+    if per_class < 1:
+        raise ValueError(f"datasets.{dataset}: val_fraction and val_max give 0 validation images "
+                         "per class, but best.pt is chosen on the validation set; raise "
+                         "val_fraction (the paper: 0.2) or val_max in params.yaml")
+    if per_class >= labelled_per_class:
+        raise ValueError(f"datasets.{dataset}: the validation set takes all {labelled_per_class} "
+                         "labelled images per class and leaves none to train on; lower "
+                         "val_fraction in params.yaml")
 
 
 def _pool_and_test(dataset: str, labels: np.ndarray, *, train_size: int | None,
@@ -75,6 +88,7 @@ def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
     rng = np.random.default_rng(seed)
     labelled_idx = _per_class(labels, pool, labelled // num_classes, rng, num_classes)
     n_val = min(int(val_fraction * labelled), val_max) // num_classes
+    _check_validation(dataset, n_val, labelled // num_classes)
     validation = _per_class(labels, labelled_idx, n_val, rng, num_classes)
     unlabelled = np.setdiff1d(pool, labelled_idx)
     if not 0 < unlabelled_fraction <= 1:
@@ -92,6 +106,7 @@ def _fully_labelled(dataset: str, labels: np.ndarray, pool: np.ndarray, test: np
     """Every training sample labelled; the validation set class-balanced out of them."""
     rng = np.random.default_rng(seed)
     n_val = min(int(val_fraction * len(pool)), val_max) // num_classes
+    _check_validation(dataset, n_val, len(pool) // num_classes)
     validation = _per_class(labels, pool, n_val, rng, num_classes)
     return Split(dataset=dataset, seed=seed, labelled=np.setdiff1d(pool, validation),
                  unlabelled=np.empty(0, dtype=np.int64), validation=validation, test=test)
@@ -120,25 +135,32 @@ def save_split(split: Split, path: str | Path) -> None:
 def load_split(path: str | Path) -> Split:
     """Read a split written by `save_split`; a truncated or foreign file raises ValueError."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"split file not found: {path} (run `wscat split` first)")
+    require_file(path, f"split file not found: {path} (run `wscat split` first)")
     try:
         with np.load(path, allow_pickle=False) as data:
             split = Split(dataset=str(data["dataset"]), seed=int(data["seed"]),
                           labelled=data["labelled"], unlabelled=data["unlabelled"],
                           validation=data["validation"], test=data["test"])
     except NPZ_ERRORS as error:
-        raise ValueError(f"{path} is not a wscat split file ({first_line(error)}); delete it "
+        raise ValueError(f"{path} is not a wscat split file ({npz_problem(error)}); delete it "
                          "and rerun `wscat split`") from error
     for part in PARTS:
         indices = getattr(split, part)
         if indices.ndim != 1 or not np.issubdtype(indices.dtype, np.integer):
             raise ValueError(f"{path}: `{part}` must be a list of integer indices; delete it and "
                              "rerun `wscat split`")
+    for part in NON_EMPTY:
+        if not len(getattr(split, part)):
+            raise ValueError(f"{path}: its `{part}` part is empty; delete it and rerun `wscat "
+                             "split` (with datasets.<name>.labelled, val_fraction and val_max that "
+                             "give it images)")
     return split
 
 
 PARTS = ("labelled", "unlabelled", "validation", "test")
+# Parts every step needs (the unlabelled one is empty in the fully supervised setting): training
+# draws from `labelled`, best.pt is chosen on `validation`, the metrics come from `test`.
+NON_EMPTY = ("labelled", "validation", "test")
 
 
 def check_split_fits(split: Split, n_images: int, path: str | Path) -> None:

@@ -18,8 +18,8 @@ import torch
 
 from wscat import analysis
 from wscat.config import ConfigError, method_for
-from wscat.data import load_dataset, load_split
-from wscat.io import atomic_path
+from wscat.data import load_dataset, load_split, raw_files
+from wscat.io import atomic_path, check_writable, guard_outputs
 from wscat.inference import load_model
 from wscat.report import paper
 
@@ -104,6 +104,9 @@ def run(params: dict[str, Any], *, tier: str, figure: str, dataset: str, out: Pa
         raise ConfigError(f"paper tier '{tier}' has no {paper.FIGURE_SECTIONS[figure]}: section, "
                           f"so no {figure}")
     entry = _entry(params, tier, dataset)
+    guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
+                   "--results": root}, {"--out": out})
+    check_writable(out)
     compute = similarity if figure == "Fig-similarity" else feature
     arrays = compute(params, tier, entry, root, device)
     with atomic_path(out) as tmp:

@@ -2,6 +2,7 @@
 all), written with its manifest."""
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sys
@@ -12,14 +13,15 @@ from typing import Any
 import torch
 
 from wscat.config import RunConfig
-from wscat.data import load_dataset
+from wscat.data import load_dataset, raw_files
 from wscat.data.split import Split, check_split_fits, load_split_of
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
 from wscat.inference import load_model
-from wscat.io import check_writable, write_json
+from wscat.io import check_writable, guard_outputs, output_lock, write_json
 from wscat.provenance import versions
 from wscat.training.speed import autocast, configure_backend
+from wscat.workflow import evaluation_fingerprint, training_fingerprint
 
 PARTS = ("all", "core", "extra")
 
@@ -41,6 +43,54 @@ def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
                          f"{run[2]} seed {run[3]} on {run[0]}/{run[1]}")
     return SuiteResult(accuracy=accuracy, attacks=manifest, checks={},
                        autoattack_warnings=data.get("autoattack_warnings", {}), per_image={})
+
+
+def weights_digest(net: torch.nn.Module) -> str:
+    """16 hex digits of the SHA-256 of a model's weights and buffers (names, dtypes, shapes,
+    bytes, in state-dict order): which weights were measured, whatever file held them."""
+    digest = hashlib.sha256()
+    for name, tensor in net.state_dict().items():
+        value = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"{name}:{value.dtype}:{tuple(tensor.shape)}:".encode())
+        digest.update(value.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _provenance(params: dict[str, Any], run: RunConfig, net: torch.nn.Module) -> dict[str, Any]:
+    """What a metrics file was measured on: the training that made the checkpoint (the
+    fingerprint of its params, wscat.workflow.training_fingerprint, and the digest of the weights)
+    and the core evaluation's settings. `wscat table` refuses metrics of another training than
+    the current params give; an extra part must match its core file on weights and settings."""
+    return {"training": {"fingerprint": training_fingerprint(params, run.dataset, run.model,
+                                                             run.method),
+                         "weights_sha256": weights_digest(net)},
+            "evaluation_settings": evaluation_fingerprint(params, run.dataset)}
+
+
+def _check_trained_by(checkpoint: Path, meta: dict[str, Any], provenance: dict[str, Any]
+                      ) -> None:
+    """Refuse a checkpoint whose training (the fingerprint `wscat train` writes into it) is not
+    the one the params give: its metrics would claim a training that did not make it. A
+    checkpoint from before the fingerprint was written carries none and is not checked."""
+    made, expected = meta.get("training_fingerprint"), provenance["training"]["fingerprint"]
+    if made is not None and made != expected:
+        raise ValueError(f"{checkpoint} was trained with other params than these (training "
+                         f"{made}, the params give {expected}); retrain it: snakemake "
+                         f"--forcerun {checkpoint} -- <your target>")
+
+
+def _check_bound(core_path: Path, provenance: dict[str, Any]) -> None:
+    """Refuse a core metrics file measured on other weights, another training or other core
+    settings than this extra part: the two are read as one run."""
+    manifest = json.loads(Path(core_path).read_text()).get("manifest") or {}
+    core = {"training": manifest.get("training"),
+            "evaluation_settings": manifest.get("evaluation_settings")}
+    for key, what in (("training", "another checkpoint or training"),
+                      ("evaluation_settings", "other evaluation settings")):
+        if core[key] != provenance[key]:
+            raise ValueError(f"{core_path} was measured on {what} than this extra part "
+                             f"({core[key]} there, {provenance[key]} here); rerun the core "
+                             "evaluation first (`wscat evaluate --part core`)")
 
 
 def _evaluated_test_set(split: Split, labels: torch.Tensor, evaluation: dict[str, Any]
@@ -95,6 +145,9 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     if part == "extra" and core_path is None:
         raise ValueError("--part extra reads the core metrics: pass --core FILE")
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    guard_outputs({f"dataset {dataset}": raw_files(dataset, run.data), "--split": split_path,
+                   "--checkpoint": checkpoint, "--core": core_path},
+                  {"--out": out}, {"shards": out.with_name(out.name + ".shards")})
     check_writable(out)
     core = _core_result(core_path, (dataset, model, method, seed)) if part == "extra" else None
     split = load_split_of(split_path, dataset, seed)
@@ -102,29 +155,36 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     if (meta.get("dataset"), meta.get("method"), meta.get("seed")) != (dataset, method, seed):
         raise ValueError(f"{checkpoint} holds {meta.get('method')} seed {meta.get('seed')} on "
                          f"{meta.get('dataset')}, not {method} seed {seed} on {dataset}")
+    provenance = _provenance(params, run, net)
+    _check_trained_by(checkpoint, meta, provenance)
+    if part == "extra":
+        _check_bound(core_path, provenance)
     evaluation, threat = run.evaluation, run.data
     source = load_dataset(dataset, threat)
     check_split_fits(split, len(source.labels), split_path)
     test = _evaluated_test_set(split, source.labels, evaluation)
     x, y = source.take(test, device)
     shard_dir = out.with_name(out.name + ".shards")
-    started = time.perf_counter()
-    configure_backend(device, deterministic=run.training["deterministic"])
-    common = dict(eps=threat["eps"], step_size=threat["eval_step_size"], evaluation=evaluation,
-                  seed=seed, test_set_size=len(split.test), shard_dir=shard_dir)
-    with autocast(device, evaluation["precision"]):
-        suite = _suite(part, net, x, y, core, common)
-    result = {"dataset": dataset, "model": model, "method": method, "seed": seed,
-              **({} if part == "all" else {"part": part}),
-              "accuracy": {k: round(v, 4) for k, v in suite.accuracy.items()},
-              "checks": suite.checks, "autoattack_warnings": suite.autoattack_warnings,
-              "manifest": _manifest(suite, run, n_examples=len(x), test_set_size=len(split.test),
-                                    official_test=source.train_size is not None,
-                                    checkpoint=checkpoint, epoch=meta["epoch"], device=device)}
-    if suite.per_image:  # 1/0 per test image, in the evaluated order: the paired bootstrap
-        result["per_image"] = {"order": f"stratified, subset_seed {evaluation['subset_seed']}",
-                               "correct": suite.per_image}
-    write_json(out, result)  # no timings inside: same params + seed give the same file
-    shutil.rmtree(shard_dir, ignore_errors=True)
+    with output_lock(out, f"wscat evaluate {method} seed {seed} ({part})"):  # one writer
+        started = time.perf_counter()
+        configure_backend(device, deterministic=run.training["deterministic"])
+        common = dict(eps=threat["eps"], step_size=threat["eval_step_size"], evaluation=evaluation,
+                      seed=seed, test_set_size=len(split.test), shard_dir=shard_dir)
+        with autocast(device, evaluation["precision"]):
+            suite = _suite(part, net, x, y, core, common)
+        result = {"dataset": dataset, "model": model, "method": method, "seed": seed,
+                  **({} if part == "all" else {"part": part}),
+                  "accuracy": {k: round(v, 4) for k, v in suite.accuracy.items()},
+                  "checks": suite.checks, "autoattack_warnings": suite.autoattack_warnings,
+                  "manifest": _manifest(suite, run, n_examples=len(x),
+                                        test_set_size=len(split.test),
+                                        official_test=source.train_size is not None,
+                                        checkpoint=checkpoint, epoch=meta["epoch"], device=device)}
+        result["manifest"].update(provenance)
+        if suite.per_image:  # 1/0 per test image, in the evaluated order: the paired bootstrap
+            result["per_image"] = {"order": f"stratified, subset_seed {evaluation['subset_seed']}",
+                                   "correct": suite.per_image}
+        write_json(out, result)  # no timings inside: same params + seed give the same file
+        shutil.rmtree(shard_dir, ignore_errors=True)
     print(f"evaluated ({part}) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return result

@@ -8,10 +8,10 @@ import numpy as np
 import torch
 
 from wscat.config import RunConfig
-from wscat.data import load_dataset
+from wscat.data import load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
 from wscat.inference import load_model, predict
-from wscat.io import atomic_path, check_writable, write_json
+from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.provenance import versions
 
 
@@ -20,6 +20,9 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
         device: torch.device, model: str | None = None) -> dict[str, Any]:
     """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation).
     With `model`, a checkpoint of another model is refused."""
+    guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
+                   "--split": split_path, "--checkpoint": checkpoint},
+                  {"--out": out, "--metrics": metrics})
     check_writable(out, metrics)
     split = load_split_of(split_path, dataset, seed)
     source = load_dataset(dataset, params["datasets"][dataset])

@@ -9,10 +9,10 @@ import torch
 
 from wscat.analysis import validation_accuracies
 from wscat.config import RunConfig, evaluation_for
-from wscat.data import load_dataset
+from wscat.data import load_dataset, raw_files
 from wscat.data.split import load_split_of
 from wscat.inference import load_model
-from wscat.io import write_json
+from wscat.io import check_writable, guard_outputs, write_json
 
 
 def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
@@ -20,6 +20,9 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     """Fig-beta's tuning numbers on the validation set, with the model in eval mode; written to
     `out` (JSON)."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
+                   "--split": split_path, "--checkpoint": checkpoint}, {"--out": out})
+    check_writable(out)
     split = load_split_of(split_path, dataset, seed)
     net, meta = load_model(checkpoint, device)
     source = load_dataset(dataset, params["datasets"][dataset])

@@ -5,6 +5,7 @@ digits is embedded; cifar10, cifar100 and imagenet32 read the official archives 
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -70,4 +71,37 @@ def load_dataset(name: str, cfg: Mapping[str, Any] | None = None) -> ImageDatase
     cfg = cfg or {}
     source = _source(name, cfg)
     fetch_dataset(name, cfg)
-    return take_subset(source.read(name, cfg), cfg.get("subset"), name)
+    return check_dataset(take_subset(source.read(name, cfg), cfg.get("subset"), name))
+
+
+def check_dataset(data: ImageDataset) -> ImageDataset:
+    """Refuse data a model cannot learn from or be normalised by: images that are not
+    N x C x H x W, non-finite pixels, fewer than two classes among the training images, a
+    channel of constant value (its std is 0: the model divides by it) or non-finite statistics."""
+    import torch
+
+    where = f"dataset '{data.name}'"
+    if data.images.ndim != 4 or len(data.images) != len(data.labels):
+        raise DatasetUnavailable(f"{where}: images are {tuple(data.images.shape)} for "
+                                 f"{len(data.labels)} labels, expected N x C x H x W")
+    if data.images.is_floating_point() and not bool(torch.isfinite(data.images).all()):
+        raise DatasetUnavailable(f"{where}: some pixels are NaN or infinite; fix the images "
+                                 "(pixels lie in [0, 1] or 0..255)")
+    train = data.labels[: data.train_size] if data.train_size is not None else data.labels
+    classes = int(torch.unique(train).numel())
+    if classes < 2 or data.num_classes < 2:
+        raise DatasetUnavailable(f"{where}: its training images hold {classes} class(es); a "
+                                 "classifier needs at least two")
+    images = data.images[: data.train_size] if data.train_size is not None else data.images
+    flat = images.transpose(0, 1).reshape(images.shape[1], -1)
+    constant = [c for c in range(flat.shape[0]) if bool(flat[c].min() == flat[c].max())]
+    if constant:
+        raise DatasetUnavailable(f"{where}: channel {constant[0]} has the same value in every "
+                                 "training image (zero variance: normalising divides by a std "
+                                 "of 0); drop that channel or fix the images")
+    stats = [*data.mean, *data.std]
+    if len(data.mean) != data.images.shape[1] or len(data.std) != data.images.shape[1] or not all(
+            math.isfinite(v) for v in stats) or min(data.std) <= 0:
+        raise DatasetUnavailable(f"{where}: mean {list(data.mean)} and std {list(data.std)} must "
+                                 f"be {data.images.shape[1]} finite values each, std above 0")
+    return data

@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from wscat.data.sources.base import Archive, DatasetUnavailable, ImageDataset, one_line
+from wscat.data.sources.base import Archive, DatasetUnavailable, ImageDataset
+from wscat.errors import npz_problem
 
 KEYS = ("x_train", "y_train", "x_test", "y_test")
+TEST_KEYS = ("x_test", "y_test")  # optional together: without them test_fraction holds one out
 ORIGIN = "your own export (one .npz with uint8 x_train, x_test as N x H x W x C and integer " \
          "y_train, y_test in 0..K-1)"
 
@@ -30,6 +32,9 @@ def _channels_first(x: np.ndarray, key: str) -> np.ndarray:
         x = x[..., None]
     if x.ndim != 4:
         raise ValueError(f"{key} has shape {x.shape}, expected N x H x W x C")
+    if x.shape[-1] > 4 and x.shape[1] in (1, 3, 4):
+        raise ValueError(f"{key} has shape {x.shape}: that looks channel-first (N x C x H x W); "
+                         "store it as N x H x W x C, e.g. np.transpose(x, (0, 2, 3, 1))")
     return x.transpose(0, 3, 1, 2)
 
 
@@ -76,12 +81,18 @@ class Npz:
         try:
             with np.load(path, allow_pickle=False) as data:
                 absent = [key for key in KEYS if key not in data.files]
-                if absent:
-                    raise ValueError(f"no {', '.join(absent)}; expected keys {', '.join(KEYS)}")
+                # No test part at all: datasets.<name>.test_fraction holds one out (wscat split).
+                no_test = set(absent) == set(TEST_KEYS)
+                if absent and not no_test:
+                    raise ValueError(f"no {', '.join(absent)}; expected keys {', '.join(KEYS)} "
+                                     f"(or no {' and no '.join(TEST_KEYS)}: no test part)")
                 x_train = _channels_first(data["x_train"], "x_train")
-                x_test = _channels_first(data["x_test"], "x_test")
                 y_train = _labels(data["y_train"], "y_train", len(x_train))
-                y_test = _labels(data["y_test"], "y_test", len(x_test))
+                if no_test:
+                    x_test, y_test = x_train[:0], y_train[:0]
+                else:
+                    x_test = _channels_first(data["x_test"], "x_test")
+                    y_test = _labels(data["y_test"], "y_test", len(x_test))
             if x_train.shape[1:] != x_test.shape[1:]:
                 raise ValueError(f"x_train images are C x H x W = {x_train.shape[1:]} but x_test "
                                  f"images are {x_test.shape[1:]}")
@@ -96,9 +107,9 @@ class Npz:
                 mean, std = mean or computed[0], std or computed[1]
         except (OSError, EOFError, zipfile.BadZipFile, ValueError, TypeError) as error:
             raise DatasetUnavailable(f"dataset '{name}': {path} is not a usable npz dataset "
-                                     f"({one_line(error)})") from error
+                                     f"({npz_problem(error, path)})") from error
         import torch
 
         images = np.ascontiguousarray(np.concatenate([x_train, x_test]))
         return ImageDataset(name, torch.from_numpy(images), torch.from_numpy(labels), num_classes,
-                            mean, std, train_size=len(x_train))
+                            mean, std, train_size=None if no_test else len(x_train))
