@@ -7,10 +7,11 @@ it reads: a params.yaml edit re-runs exactly the affected jobs. Nothing here imp
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from wscat import paths
@@ -49,6 +50,20 @@ def load_config(workflow: Any) -> tuple[str, dict[str, Any]]:
         if problem:
             raise ConfigError(problem)
     return path, params
+
+
+def unrecorded(value: Any) -> Callable[..., Any]:
+    """A rule param that Snakemake passes to the shell but does not record: `value`, from a
+    function of `input` (Snakemake records no param derived from a job's input or output).
+
+    The params file's path is one: a job depends on the content of the sections it reads
+    (recorded as its `config` param), never on the file's name, so a moved or renamed identical
+    params file re-runs nothing."""
+
+    def param(wildcards: Any, input: Any) -> Any:  # noqa: A002 - Snakemake's argument name
+        return value
+
+    return param
 
 
 def checked_archives(params: dict[str, Any], dataset: str) -> list[str]:
@@ -146,6 +161,41 @@ def evaluate_params(params: dict[str, Any], dataset: str, extra: bool = False) -
         "threat": {key: cfg[key] for key in ("eps", "eval_step_size")},
         "deterministic": params["training"][dataset]["deterministic"],
     })
+
+
+def fingerprint(section: str) -> str:
+    """16 hex digits of the SHA-256 of a params section's stable string (`to_json`)."""
+    return hashlib.sha256(section.encode()).hexdigest()[:16]
+
+
+def training_fingerprint(params: dict[str, Any], dataset: str, model: str, method: str,
+                         _seen: frozenset[str] = frozenset()) -> str:
+    """The fingerprint of the training that makes a checkpoint of `method`: its params section
+    (`train_params`) and, where it trains on a labeler's pseudo-labels or generated images, the
+    fingerprint of that labeler's training too.
+
+    Every rule that reads the checkpoint records it as a param, so a training change makes their
+    outputs stale; `wscat evaluate` writes it into the metrics' manifest, and `wscat table`
+    refuses metrics whose fingerprint is not the one the current params give."""
+    if method in _seen:
+        raise ConfigError(f"methods.{method}: its labeler chain comes back to it; give it a "
+                          "labeler that does not train on its pseudo-labels")
+    knobs = method_for(params, method, dataset)
+    upstream = {}
+    if knobs["data"] == "pseudo":
+        upstream["labeler"] = knobs["labeler"]
+    if knobs.get("generated") and knobs.get("generated_labeler"):
+        upstream["generated_labeler"] = knobs["generated_labeler"]
+    return fingerprint(to_json({
+        "training": train_params(params, dataset, model, method),
+        **{role: training_fingerprint(params, dataset, model, labeler, _seen | {method})
+           for role, labeler in upstream.items()}}))
+
+
+def evaluation_fingerprint(params: dict[str, Any], dataset: str) -> str:
+    """The fingerprint of the core evaluation's settings (`evaluate_params`): an extra part is
+    bound to the core file measured with the same ones."""
+    return fingerprint(evaluate_params(params, dataset))
 
 
 def paper_section(params: dict[str, Any], tier: str) -> str:

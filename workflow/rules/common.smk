@@ -7,6 +7,7 @@ import os
 import sys
 
 from wscat import paths
+from wscat import targets
 from wscat import workflow as wf
 from wscat.config import ConfigError, evaluation_for
 from wscat.report import paper as paper_files
@@ -45,7 +46,10 @@ def or_stop(lookup):
 
 # The params file the `wscat` subcommands read (--configfile FILE stands for params.yaml),
 # validated once; `config` becomes its content with the paper section's runs spelled out.
-PARAMS, _params = or_stop(wf.load_config)(workflow)
+# PARAMS, the rules' `params_file`, is not recorded: a job re-runs when the sections it reads
+# change (its `config` param), not when the same content comes under another file name.
+PARAMS_PATH, _params = or_stop(wf.load_config)(workflow)
+PARAMS = wf.unrecorded(PARAMS_PATH)
 config.clear()
 config.update(_params)
 
@@ -53,13 +57,20 @@ config.update(_params)
 # --- targets -------------------------------------------------------------------------------
 
 
-def get_all_targets():
-    """Every experiment's table."""
-    return expand(paths.TABLE_TEX, experiment=config["experiments"])
+def get_default_targets():
+    """The demo's table: what a bare `snakemake` (and `snakemake -n`) builds."""
+    return or_stop(lambda _: targets.default_targets(config))(None)
 
 
+def get_named_targets():
+    """(rule name, files, one line) of each experiment and paper tier, built by name."""
+    return or_stop(lambda _: targets.named_targets(config))(None)
+
+
+@or_stop
 def get_experiment(wildcards):
-    return config["experiments"][wildcards.experiment]
+    """An experiment with a table; an unknown one (a typo): one line listing the targets."""
+    return targets.table_experiment(config, wildcards.experiment)
 
 
 def get_experiment_metrics(wildcards):
@@ -113,6 +124,14 @@ def get_checkpoint(wildcards):
     """The checkpoint evaluation attacks: best (validation-selected) or last, per params.yaml."""
     name = evaluation_for(config, wildcards.dataset)["checkpoint"]
     return paths.CHECKPOINT.format(**wildcards, name=name)
+
+
+@or_stop
+def get_training_fingerprint(wildcards):
+    """The fingerprint of the training that made the checkpoint a job reads: a training change
+    makes the job's outputs stale even where the checkpoint is missing (a failed retraining)."""
+    trained = wildcards.get("labeler") or wildcards.method  # pseudo_label: the labeler's
+    return wf.training_fingerprint(config, wildcards.dataset, wildcards.model, trained)
 
 
 def get_evaluate_params(wildcards):

@@ -24,6 +24,7 @@ rule evaluate:
     params:
         params_file=PARAMS,
         config=get_evaluate_params,
+        training=get_training_fingerprint,
     shell:
         "wscat evaluate --part core --params {params.params_file} --dataset {wildcards.dataset}"
         " --model {wildcards.model} --method {wildcards.method} --seed {wildcards.seed}"
@@ -52,6 +53,7 @@ rule evaluate_extra:
     params:
         params_file=PARAMS,
         config=get_evaluate_extra_params,
+        training=get_training_fingerprint,
     shell:
         "wscat evaluate --part extra --core {input.core} --params {params.params_file}"
         " --dataset {wildcards.dataset} --model {wildcards.model} --method {wildcards.method}"
@@ -76,6 +78,7 @@ rule validate:
     params:
         params_file=PARAMS,
         config=get_evaluate_params,
+        training=get_training_fingerprint,
     shell:
         "wscat validate --params {params.params_file} --dataset {wildcards.dataset}"
         " --model {wildcards.model} --method {wildcards.method} --seed {wildcards.seed}"

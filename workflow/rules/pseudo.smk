@@ -23,6 +23,7 @@ rule pseudo_label:
         gpu=1,
     params:
         params_file=PARAMS,
+        training=get_training_fingerprint,
     shell:
         "wscat pseudo-label --params {params.params_file} --dataset {wildcards.dataset}"
         " --model {wildcards.model} --labeler {wildcards.labeler} --seed {wildcards.seed}"

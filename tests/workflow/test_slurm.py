@@ -1,0 +1,373 @@
+"""Scale-out and provenance (issue 25): the SLURM profiles, params by content, metrics bound to the
+training that made their checkpoint, and a tiny target on a real one-node SLURM cluster.
+
+The cluster test runs under `make test-slurm` (CI runs it; it sets WSCAT_SLURM_CLUSTER=1): it
+installs Debian's slurm-wlm and munge where they are missing (root), starts the cluster of
+tests/helpers/slurm_cluster.sh, runs the target through the SLURM profile, kills a training job
+with scancel, and compares every table and metrics byte with the same target run locally.
+Without WSCAT_SLURM_CLUSTER it is skipped with that reason; with it, a cluster that cannot be
+installed or started fails the test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers.tiny import tiny_params
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PROFILES = ROOT / "workflow" / "profiles"
+CLUSTER = ROOT / "tests" / "helpers" / "slurm_cluster.sh"
+TABLE = "results/tables/digits.tex"
+GPU_RULES = {"train", "pseudo_label", "evaluate", "evaluate_extra", "validate", "analyse"}
+REMOTE_RULES = GPU_RULES | {"paper_figure"}
+# The cluster test's time, both runs and the kill included: 5 minutes (CI's two idle cores).
+BUDGET_S = int(os.environ.get("WSCAT_SLURM_BUDGET_S", "300"))
+
+
+def profile(name: str) -> dict:
+    return yaml.safe_load((PROFILES / name / "config.yaml").read_text())
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600
+        ) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def workflow_copy(dest: Path, params: dict, name: str = "params.yaml") -> Path:
+    """Snakefile and workflow/ in `dest`, `params` written as `name`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / "Snakefile", dest / "Snakefile")
+    shutil.copytree(ROOT / "workflow", dest / "workflow",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / name).write_text(yaml.safe_dump(params, sort_keys=False))
+    return dest
+
+
+def one_line_refusal(result: subprocess.CompletedProcess, *phrases: str) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert all(phrase in lines[0] for phrase in phrases), lines[0]
+    return lines[0]
+
+
+# --- fast: the profiles ------------------------------------------------------------------------
+
+def test_gpu_and_cpu_profiles_differ_only_in_gpus_partition_and_sizes() -> None:
+    gpu, cpu = profile("slurm"), profile("slurm-cpu")
+    assert gpu.keys() == cpu.keys()
+    sizes = {"default-resources", "set-resources", "set-threads"}
+    assert {k: v for k, v in gpu.items() if k not in sizes} == \
+        {k: v for k, v in cpu.items() if k not in sizes}
+    assert gpu["default-resources"] == {"slurm_partition": "gpu"}
+    assert cpu["default-resources"] == {"slurm_partition": "cpu"}
+    for name, gpus in (("slurm", 1), ("slurm-cpu", 0)):
+        resources, threads = profile(name)["set-resources"], profile(name)["set-threads"]
+        assert set(resources) == set(threads) == REMOTE_RULES, name
+        for rule in REMOTE_RULES:
+            # memory and time per rule, not in default-resources: a command-line
+            # --default-resources (partition, account) cannot wipe them
+            assert {"mem_mb", "runtime"} <= set(resources[rule]), (name, rule)
+            # CPUs come from threads alone (--cpus-per-task = threads = the step's --threads)
+            assert not {"cpus_per_task", "cpus_per_gpu"} & set(resources[rule]), (name, rule)
+            assert resources[rule].get("gpu", 0) == (gpus if rule in GPU_RULES else 0)
+
+
+def test_every_gpu_rule_of_the_workflow_is_switched_by_the_cpu_profile() -> None:
+    rules = {}
+    for path in (ROOT / "workflow" / "rules").glob("*.smk"):
+        for block in re.split(r"\n(?=rule )", path.read_text()):
+            if match := re.match(r"rule (\w+):", block):
+                rules[match[1]] = block
+    on_gpu = {name for name, block in rules.items() if re.search(r"\bgpu=1", block)}
+    assert on_gpu == GPU_RULES
+    assert all(profile("slurm-cpu")["set-resources"][rule]["gpu"] == 0 for rule in on_gpu)
+    # every rule that passes --threads gets them from the profile's set-threads
+    threaded = {name for name, block in rules.items() if "--threads {threads}" in block}
+    assert threaded <= set(profile("slurm")["set-threads"]), threaded
+
+
+def test_the_profiles_choose_a_status_command_that_works_without_accounting() -> None:
+    for name in ("slurm", "slurm-cpu"):
+        config = profile(name)
+        assert config["slurm-status-command"] == "squeue"
+        # a small target does not wait on the status checks (the plugin's default: 40 s)
+        assert config["slurm-init-seconds-before-status-checks"] <= 5
+        assert config["seconds-between-status-checks"] <= 5
+        assert config["retries"] >= 1  # a killed training resumes
+
+
+# --- params by content; metrics bound to their training (issue 25, items 5 and 6) -------------
+
+def provenance_params(epochs: int = 1) -> dict:
+    params = tiny_params(epochs=epochs)
+    params["experiments"]["digits"]["methods"] = ["standard"]
+    return params
+
+
+@pytest.fixture(scope="module")
+def standard_run(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]):
+    """The tiny table of Standard, 1 epoch, built with `--configfile a.yaml`."""
+    workdir = workflow_copy(tmp_path_factory.mktemp("provenance"), provenance_params(), "a.yaml")
+    result = run([BIN / "snakemake", "--cores", "2", "--configfile", "a.yaml", "--", TABLE],
+                 workdir, env)
+    logs = "".join(f"\n--- {p}\n{p.read_text()[-1500:]}"
+                   for p in workdir.glob("results/logs/**/*.log"))
+    assert result.returncode == 0, result.stderr[-3000:] + logs
+    return workdir
+
+
+def dry_run(workdir: Path, env: dict[str, str], configfile: str) -> subprocess.CompletedProcess:
+    result = run([BIN / "snakemake", "-n", "--cores", "2", "--configfile", configfile, "--", TABLE],
+                 workdir, env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def jobs_of(dry: subprocess.CompletedProcess) -> set[str]:
+    return set(re.findall(r"^rule (\w+):", dry.stdout, flags=re.M))
+
+
+@pytest.mark.slow
+def test_a_moved_identical_params_file_reruns_nothing(standard_run, env: dict[str, str]) -> None:
+    moved = standard_run / "elsewhere" / "b.yaml"
+    moved.parent.mkdir(exist_ok=True)
+    shutil.copy2(standard_run / "a.yaml", moved)
+    dry = dry_run(standard_run, env, "elsewhere/b.yaml")
+    assert jobs_of(dry) == set(), dry.stdout
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+
+
+@pytest.mark.slow
+def test_metrics_of_an_older_training_are_stale_even_when_its_retraining_failed(
+        standard_run, env: dict[str, str], tmp_path: Path) -> None:
+    """Item 6: the training's params change and its retraining fails (Snakemake removes the
+    failed job's checkpoint); the metrics of the old checkpoint must not feed the table."""
+    workdir = tmp_path / "w"
+    shutil.copytree(standard_run, workdir, symlinks=True)
+    params = provenance_params()
+    params["training"]["digits"]["epochs"] = 2
+    (workdir / "c.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    # the checkpoint intact: train, evaluate and the table rerun
+    assert {"train", "evaluate", "table"} <= jobs_of(dry_run(workdir, env, "c.yaml"))
+    run_dir = "results/models/digits/cnn/standard/seed1"
+    # the training's record lost (Snakemake then cannot see that its params changed): the
+    # metrics are still stale, because evaluate records the training's fingerprint
+    outputs = [f"{run_dir}/{name}" for name in ("best.pt", "last.pt", "train_log.csv", "dvclive")]
+    cleaned = run([BIN / "snakemake", "--cleanup-metadata", *outputs, "--configfile", "c.yaml"],
+                  workdir, env)
+    assert cleaned.returncode == 0, cleaned.stderr[-2000:]
+    assert "evaluate" in jobs_of(dry_run(workdir, env, "c.yaml"))
+    # evaluated by hand under the new params, the old checkpoint is refused
+    refused = run([BIN / "wscat", "evaluate", "--part", "core", "--params", "c.yaml",
+                   "--dataset", "digits", "--model", "cnn", "--method", "standard", "--seed", "1",
+                   "--split", "results/splits/digits/seed1.npz", "--checkpoint",
+                   f"{run_dir}/best.pt", "--out", "out/m.json", "--threads", "1"], workdir, env)
+    one_line_refusal(refused, f"{run_dir}/best.pt", "trained with other params",
+                     f"--forcerun {run_dir}/best.pt")
+    assert not (workdir / "out/m.json").exists()
+    # the failed retraining: its outputs gone, the old metrics still there
+    for output in (workdir / run_dir).iterdir():
+        shutil.rmtree(output) if output.is_dir() else output.unlink()
+    assert {"train", "evaluate", "table"} <= jobs_of(dry_run(workdir, env, "c.yaml"))
+    # the table step itself refuses the old metrics under the new params, naming what to rerun
+    metrics = "results/metrics/digits/cnn/standard/seed1.json"
+    refused = run([BIN / "wscat", "table", "--params", "c.yaml", "--experiment", "digits",
+                   "--tex", "out/t.tex", "--csv", "out/t.csv", "--summary", "out/t.json", metrics],
+                  workdir, env)
+    one_line_refusal(refused, metrics, "another training",
+                     "--forcerun results/models/digits/cnn/standard/seed1/best.pt")
+    assert not (workdir / "out").exists() or not any((workdir / "out").iterdir())
+    # under the params that made it, the same file is accepted
+    accepted = run([BIN / "wscat", "table", "--params", "a.yaml", "--experiment", "digits",
+                    "--tex", "out/t.tex", "--csv", "out/t.csv", "--summary", "out/t.json",
+                    metrics], workdir, env)
+    assert accepted.returncode == 0, accepted.stderr
+
+
+@pytest.mark.slow
+def test_the_table_refuses_metrics_of_mixed_trainings(standard_run, env: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    """Two seeds, one measured after a training change: refused, the stale one named."""
+    metrics = standard_run / "results/metrics/digits/cnn/standard/seed1.json"
+    data = json.loads(metrics.read_text())
+    other = {**data, "seed": 2,
+             "manifest": {**data["manifest"],
+                          "training": {**data["manifest"]["training"], "fingerprint": "0" * 16}}}
+    (tmp_path / "seed2.json").write_text(json.dumps(other))
+    params = provenance_params()
+    params["experiments"]["digits"]["seeds"] = [1, 2]
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    refused = run([BIN / "wscat", "table", "--params", "p.yaml", "--experiment", "digits",
+                   "--tex", "t.tex", "--csv", "t.csv", "--summary", "t.json", metrics,
+                   "seed2.json"], tmp_path, env)
+    line = one_line_refusal(refused, "1 metrics file(s)", "seed2.json", "0" * 16,
+                            "--forcerun results/models/digits/cnn/standard/seed2/best.pt")
+    assert str(metrics) not in line
+    assert not (tmp_path / "t.tex").exists()
+
+
+@pytest.mark.slow
+def test_an_extra_part_is_bound_to_its_core_file(standard_run, env: dict[str, str],
+                                                 tmp_path: Path) -> None:
+    """Issue 24, item 5: `--part extra` reads a core file of the same weights, training and core
+    settings, and the table refuses an extra file that differs from its core."""
+    run_dir = "results/models/digits/cnn/standard/seed1"
+    core = standard_run / "results/metrics/digits/cnn/standard/seed1.json"
+    data = json.loads(core.read_text())
+    extra = [BIN / "wscat", "evaluate", "--part", "extra", "--params", standard_run / "a.yaml",
+             "--dataset", "digits", "--model", "cnn", "--method", "standard", "--seed", "1",
+             "--split", standard_run / "results/splits/digits/seed1.npz",
+             "--checkpoint", standard_run / run_dir / "best.pt", "--threads", "1"]
+    for key, value, phrase in (("weights_sha256", "f" * 16, "another checkpoint or training"),
+                               ("fingerprint", "e" * 16, "another checkpoint or training"),
+                               (None, "d" * 16, "other evaluation settings")):
+        manifest = dict(data["manifest"])
+        if key:
+            manifest["training"] = {**manifest["training"], key: value}
+        else:
+            manifest["evaluation_settings"] = value
+        (tmp_path / "core.json").write_text(json.dumps({**data, "manifest": manifest}))
+        refused = run([*extra, "--core", "core.json", "--out", "extra.json"], tmp_path, env)
+        one_line_refusal(refused, "core.json", phrase, "--part core")
+        assert not (tmp_path / "extra.json").exists()
+    # at the table: an extra file whose weights differ from its core file's
+    extra_file = {"dataset": "digits", "model": "cnn", "method": "standard", "seed": 1,
+                  "part": "extra", "accuracy": {"AA-paper": 1.0},
+                  "manifest": {"training": {**data["manifest"]["training"],
+                                            "weights_sha256": "f" * 16},
+                               "evaluation_settings": data["manifest"]["evaluation_settings"]}}
+    (tmp_path / "seed1-extra.json").write_text(json.dumps(extra_file))
+    refused = run([BIN / "wscat", "table", "--params", standard_run / "a.yaml", "--experiment",
+                   "digits", "--tex", "t.tex", "--csv", "t.csv", "--summary", "t.json", core,
+                   "seed1-extra.json"], tmp_path, env)
+    one_line_refusal(refused, "seed1-extra.json", "training differ", "--part extra")
+
+
+# --- slow: a real one-node SLURM cluster (make test-slurm; CI) ----------------------------------
+
+def cluster_params() -> dict:
+    """The fewest jobs that cover split -> labeler -> pseudo-labels -> WSCAT -> evaluate -> table:
+    WSCAT alone, one seed (its labeler, Mean Teacher, comes with it)."""
+    params = tiny_params(epochs=2)
+    params["experiments"]["digits"]["methods"] = ["wscat"]
+    # WSCAT trains four epochs: after the first, three are left to kill it in
+    params["training"]["digits"]["per_method"] = {"wscat": {"epochs": 4}}
+    params["datasets"]["digits"].update(unlabelled_fraction=0.5, val_max=100, train_steps=2)
+    # every attack on the same 16 images (the paired comparison asks for it)
+    params["evaluation"]["n_examples"] = 16
+    params["evaluation"]["per_dataset"]["digits"]["autoattack"]["n_examples"] = None
+    return params
+
+
+def slurm_profile(dest: Path) -> Path:
+    """The shipped CPU profile, edited as docs/workflow.md tells a user of a small cluster: the
+    partition, and sizes that fit its one 2-CPU node (pseudo-labelling asks for both CPUs: the
+    threads check; the trainings one each, as the local run beside them on the same 2 cores)."""
+    config = profile("slurm-cpu")
+    config["default-resources"]["slurm_partition"] = "debug"
+    config["set-threads"] = {rule: 1 for rule in config["set-threads"]} | {"pseudo_label": 2}
+    for resources in config["set-resources"].values():
+        resources.update(mem_mb=1000, runtime=10)
+    dest.mkdir(parents=True)
+    (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
+    if os.environ.get("WSCAT_SLURM_CLUSTER") != "1":
+        pytest.skip("needs a SLURM cluster: `make test-slurm` starts one (CI runs it)")
+    install = subprocess.run(["bash", CLUSTER, "install"], capture_output=True, text=True,
+                             timeout=900)
+    assert install.returncode == 0, f"slurm-wlm and munge could not be installed: {install.stderr}"
+    directory = tmp_path_factory.mktemp("slurm")
+    started = subprocess.run(["bash", CLUSTER, "start", directory], capture_output=True, text=True,
+                             timeout=120)
+    try:
+        assert started.returncode == 0, f"the cluster did not start: {started.stderr}"
+        yield {"SLURM_CONF": str(directory / "slurm.conf")}
+    finally:
+        subprocess.run(["bash", CLUSTER, "stop", directory], capture_output=True, timeout=60)
+        assert not any((directory / "run").glob("*.pid")), "a daemon outlived `stop`"
+
+
+def _jobs(env: dict[str, str]) -> list[dict[str, str]]:
+    """Every job slurmctld still knows: id, state, CPUs, comment (the plugin writes the rule and
+    wildcards there)."""
+    out = subprocess.run(["squeue", "--states=all", "-h", "-o", "%i|%T|%C|%k"], env=env,
+                         capture_output=True, text=True, timeout=30).stdout
+    return [dict(zip(("id", "state", "cpus", "comment"), line.split("|", 3)))
+            for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
+                                             env: dict[str, str]) -> None:
+    env = {**env, **slurm_cluster}
+    started = time.monotonic()
+    deadline = started + BUDGET_S
+    # the same target locally, side by side (the same threads per rule)
+    local = workflow_copy(tmp_path / "local", cluster_params())
+    local_log = (tmp_path / "local.log").open("w")
+    local_run = subprocess.Popen(
+        [BIN / "snakemake", "--cores", "2", "--set-threads", "pseudo_label=2", "--", TABLE],
+        cwd=local, env=env, stdout=local_log, stderr=subprocess.STDOUT)
+    remote = workflow_copy(tmp_path / "slurm", cluster_params())
+    profile_dir = slurm_profile(remote / "profile")
+    slurm_log = (tmp_path / "slurm.log").open("w")
+    snakemake = subprocess.Popen(
+        [BIN / "snakemake", "--workflow-profile", profile_dir, "--", TABLE], cwd=remote, env=env,
+        stdout=slurm_log, stderr=subprocess.STDOUT)
+    # Kill WSCAT's training once its first epoch is checkpointed: the retry resumes from it.
+    resume = remote / "results/models/digits/cnn/wscat/seed1/resume/last.pt"
+    killed = None
+    try:
+        while snakemake.poll() is None and killed is None and time.monotonic() < deadline:
+            running = [job for job in _jobs(env) if job["state"] == "RUNNING"
+                       and job["comment"] == "rule_train_wildcards_digits_cnn_wscat_1"]
+            if running and resume.is_file():
+                subprocess.run(["scancel", running[0]["id"]], env=env, check=True, timeout=30)
+                killed = running[0]["id"]
+            time.sleep(0.2)
+        snakemake.wait(timeout=max(1, deadline - time.monotonic()))
+        local_run.wait(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        for process in (snakemake, local_run):
+            if process.poll() is None:
+                process.kill()
+        local_log.close()
+        slurm_log.close()
+    elapsed = time.monotonic() - started
+    assert local_run.returncode == 0, (tmp_path / "local.log").read_text()[-3000:]
+    assert snakemake.returncode == 0, (tmp_path / "slurm.log").read_text()[-5000:]
+    assert killed, "WSCAT's training job was never seen running after its first epoch"
+    states = {job["id"]: job for job in _jobs(env)}
+    assert states[killed]["state"] == "CANCELLED", states
+    log = (remote / "results/logs/train/digits/cnn/wscat/seed1.log").read_text()
+    assert "resuming wscat seed 1 from epoch" in log, log[-2000:]
+    # a job asks SLURM for its threads as CPUs, and the step runs with as many
+    cpus = {job["comment"].split("_wildcards_")[0]: job["cpus"] for job in states.values()}
+    assert cpus == {"rule_train": "1", "rule_pseudo_label": "2", "rule_evaluate": "1"}, states
+    pseudo_log = (remote / "results/logs/pseudo_label/digits/cnn/mt/seed1.log").read_text()
+    assert "(2 threads)" in pseudo_log and "(1 thread)" in log, pseudo_log[:300] + log[:300]
+    # byte-identical to the local run: the table, its twins, the metrics
+    compared = sorted(p.relative_to(local) for p in (local / "results").glob("tables/*"))
+    compared += [Path("results/metrics/digits/cnn/wscat/seed1.json"),
+                 Path("results/metrics/digits.json")]
+    assert len(compared) >= 7
+    for path in compared:
+        assert (remote / path).read_bytes() == (local / path).read_bytes(), path
+    assert elapsed < BUDGET_S, f"{elapsed:.0f} s: over the {BUDGET_S} s the test may take"
