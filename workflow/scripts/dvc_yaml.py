@@ -4,12 +4,16 @@ One DVC stage per experiment: it runs Snakemake on the experiment's table, depen
 workflow and the package, reads the params.yaml sections the experiment uses, and declares the
 table and every per-(method, seed) metrics file that Snakemake's DAG produces for it; its metric
 is the per-method summary, so `dvc metrics diff` shows per-method changes after a params change
-and `dvc repro`. Each training run's DVCLive folder is a cached output, and top-level plots draw
+and `dvc repro`. By default only the demo's experiment (what a bare `snakemake` builds) has a
+stage, so that after `make demo` a bare `dvc status` and `dvc repro` agree with Snakemake; the
+targets asked for by name get theirs with --experiments (an experiment with `table: false` runs
+Snakemake on the paper tables it fills and has no summary metric). Each training run's DVCLive folder is a cached output, and top-level plots draw
 its learning curves (training loss, validation accuracy) per experiment, one line per run, for
 `dvc plots show` and `dvc plots diff`.
 
-    python workflow/scripts/dvc_yaml.py            # write dvc.yaml
+    python workflow/scripts/dvc_yaml.py            # write dvc.yaml: the demo's stage
     python workflow/scripts/dvc_yaml.py --check    # exit 1 if dvc.yaml is out of date
+    python workflow/scripts/dvc_yaml.py --experiments digits cifar10   # these stages (--all: every one)
 
 Every output is `cache: false` (small text, reviewed in git) and `persist: true`:
 - persist keeps DVC from deleting the per-run metrics before the stage runs; Snakemake decides
@@ -35,6 +39,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from wscat import paths  # noqa: E402  (this repo's package)
+from wscat import targets  # noqa: E402
 from wscat.config import ConfigError, load_params, method_for  # noqa: E402
 
 HEADER = """\
@@ -42,6 +47,8 @@ HEADER = """\
 # Regenerate after changing the workflow or params.yaml experiments:
 #   .venv/bin/python workflow/scripts/dvc_yaml.py
 # (tests/workflow/test_workflow.py fails while this file is out of date.)
+# The demo's stage only, as a bare `snakemake` builds the demo only; a stage for another
+# experiment: add `--experiments digits NAME ...` (docs/workflow.md, "DVC").
 """
 DEPS = ["Snakefile", "workflow", "wscat"]
 UNCACHED = {"cache": False, "persist": True}
@@ -53,17 +60,17 @@ CURVES = {"loss": "training loss", "val_natural": "validation natural accuracy (
 ROBUST_CURVE = {"cw": "val_cw", "hm": "val_pgd"}
 
 
-def snakemake_outputs(root: Path, target: str) -> list[tuple[str, str]]:
-    """(output file, rule) for every job Snakemake would need to build `target`."""
+def snakemake_outputs(root: Path, target: list[str]) -> list[tuple[str, str]]:
+    """(output file, rule) for every job Snakemake would need to build the `target` files."""
     # The DAG's shape needs no archives: skip the check that stops a real run without them.
     env = {**os.environ, "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(root / ".cache")),
            "WSCAT_SKIP_ARCHIVE_CHECK": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--summary", "--", target],
+        [sys.executable, "-m", "snakemake", "--summary", "--", *target],
         cwd=root, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines() or ["(no output)"]
-        sys.exit(f"dvc_yaml: snakemake --summary -- {target} failed: {lines[-1]}")
+        sys.exit(f"dvc_yaml: snakemake --summary -- {' '.join(target)} failed: {lines[-1]}")
     rows = [line.split("\t") for line in result.stdout.splitlines()]
     start = next(i for i, row in enumerate(rows) if row[0] == "output_file") + 1
     return [(row[0], row[2]) for row in rows[start:] if len(row) > 2]
@@ -121,14 +128,15 @@ def plots(params: dict[str, Any], name: str, runs: list[str]) -> list[dict[str, 
 def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
           fetches: dict[str, dict[str, Any]], curves: list[dict[str, Any]]) -> dict[str, Any]:
     experiment = params["experiments"][name]
-    table = paths.TABLE_TEX.format(experiment=name)
+    table = targets.experiment_targets(params, name)
     outputs = snakemake_outputs(root, table)
     archives = sorted(path for path, rule in outputs if rule.startswith("fetch_"))
     fetched = {path for fetch in fetches.values() for out in fetch["outs"] for path in out}
     if archives and not set(archives) <= fetched:  # one stage per archive (proxy: CIFAR-10s)
         fetches.setdefault(f"fetch-{experiment['dataset']}",
                            fetch_stage(experiment["dataset"], archives))
-    outs = [path for path, rule in outputs if rule == "table" and not path.endswith(".json")]
+    outs = [path for path, rule in outputs
+            if rule in ("table", "paper_table") and not path.endswith(".json")]
     summary = [path for path, rule in outputs if rule == "table" and path.endswith(".json")]
     # An output belongs to one stage only: runs shared with an earlier experiment stay there.
     per_run = sorted(path for path, rule in outputs if rule == "evaluate" and path not in claimed)
@@ -140,31 +148,42 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
     return {
         # The embedded default: no gpu limit, two jobs side by side on a laptop's CPU; a paper
         # dataset: one GPU, the jobs take turns on it.
-        "cmd": (f"snakemake --cores 4 --resources gpu=1 -- {table}" if archives
-                else f"snakemake --cores 2 -- {table}"),
+        "cmd": (f"snakemake --cores 4 --resources gpu=1 -- {' '.join(table)}" if archives
+                else f"snakemake --cores 2 -- {' '.join(table)}"),
         "deps": DEPS + archives,
         "params": [f"experiments.{name}", f"datasets.{dataset}", f"training.{dataset}",
                    f"models.{experiment['model']}",
                    *(f"methods.{method}" for method in used_methods(params, experiment)),
-                   "evaluation"],
+                   "evaluation",
+                   # table: false: the paper tiers whose tables it fills (their names, layout)
+                   *(f"paper.{paths.field(path, paths.PAPER_TABLE_TEX, 'tier')}"
+                     for path in table if not targets.has_table(params, name))],
         # Per-run metrics (with their manifests) are outputs; the per-method summary is the
         # metric, so `dvc metrics diff` shows e.g. wscat.PGD before and after a params change.
         "outs": ([{path: dict(UNCACHED)} for path in sorted(outs) + per_run]
                  + [{path: {"persist": True}} for path in logs]),
-        "metrics": [{path: dict(UNCACHED)} for path in summary],
+        **({"metrics": [{path: dict(UNCACHED)} for path in summary]} if summary else {}),
     }
 
 
-def render(root: Path) -> str:
+def render(root: Path, names: list[str] | None = None, every: bool = False) -> str:
+    """dvc.yaml of the experiments `names` (every one with `every`; default: the demo's)."""
     try:
         params = load_params(root / "params.yaml")
+        if every:
+            names = list(params["experiments"])
+        names = names or [targets.default_experiment(params)]
+        unknown = [name for name in names if name not in params["experiments"]]
+        if unknown:
+            raise ConfigError(f"no experiment {', '.join(unknown)} in params.yaml; experiments: "
+                              f"{', '.join(params['experiments'])}")
     except ConfigError as error:
         sys.exit(f"dvc_yaml: {error}")
     claimed: set[str] = set()
     fetches: dict[str, dict[str, Any]] = {}
     curves: list[dict[str, Any]] = []
     experiments = {name: stage(params, root, name, claimed, fetches, curves)
-                   for name in params["experiments"]}
+                   for name in params["experiments"] if name in names}
     stages = {**fetches, **experiments}
     body = yaml.safe_dump({"stages": stages, "plots": curves}, sort_keys=False,
                           default_flow_style=False, width=100)
@@ -177,10 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="dvc.yaml to write or check (default: ROOT/dvc.yaml)")
     parser.add_argument("--check", action="store_true",
                         help="do not write; exit 1 if the file differs from what would be generated")
+    parser.add_argument("--experiments", nargs="+", metavar="NAME",
+                        help="the experiments that get a stage (default: the demo's, the first)")
+    parser.add_argument("--all", action="store_true", help="a stage for every experiment")
     args = parser.parse_args(argv)
     root = args.root.resolve()
     output = args.output or root / "dvc.yaml"
-    text = render(root)
+    text = render(root, args.experiments, args.all)
     if args.check:
         current = output.read_text() if output.is_file() else ""
         if current != text:

@@ -1,0 +1,84 @@
+"""`wscat add-dataset`'s parts in-process: the blocks land at the end of their sections with every
+other line of params.yaml kept, the defaults follow the data, and a bad npz writes nothing."""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from wscat.config import ConfigError, load_params
+from wscat.steps import add_dataset
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pixels(shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
+
+
+def npz(path: Path, n: int = 400, classes: int = 4, size: int = 32, test: bool = True) -> Path:
+    rng = np.random.default_rng(0)
+    y = np.arange(n) % classes
+    x = rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8)
+    cut = n * 4 // 5
+    parts = dict(x_train=x[:cut], y_train=y[:cut], x_test=x[cut:], y_test=y[cut:])
+    np.savez(path, **(parts if test else dict(x_train=x, y_train=y)))
+    return path
+
+
+def test_blocks_go_to_the_end_of_their_sections_and_nothing_else_changes(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    original = (ROOT / "params.yaml").read_text()
+    params.write_text(original)
+    add_dataset.run(params, "rgb", npz(tmp_path / "rgb.npz"))
+    old, new = original.splitlines(), params.read_text().splitlines()
+    changes = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+    assert {tag for tag, *_ in changes} == {"equal", "insert"}  # every old line kept, in order
+    inserts = [new[j1:j2] for tag, _, _, j1, j2 in changes if tag == "insert"]
+    assert len(inserts) == 3 and all(line.startswith("  ") for block in inserts for line in block)
+    load_params(params)  # valid
+    loaded = yaml.safe_load(params.read_text())  # as written (load_params adds the sweeps)
+    assert list(loaded["experiments"])[-1] == list(loaded["datasets"])[-1] == "rgb"
+    assert list(loaded["training"])[-1] == "rgb"
+    # From the data: 80 training images a class -> 8 labelled a class; 32x32 -> shift 4
+    dataset = loaded["datasets"]["rgb"]
+    assert dataset["labelled"] == 32 and dataset["augment"]["crop_padding"] == 4
+    assert "test_fraction" not in dataset and dataset["path"] == "rgb.npz"
+    assert loaded["training"]["rgb"]["batch_size"] == 128 and loaded["training"]["rgb"]["ema_decay"] == 0.9
+
+
+def test_no_test_part_holds_a_fraction_out(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    out = add_dataset.run(params, "mine", npz(tmp_path / "mine.npz", test=False),
+                          out=tmp_path / "other.yaml")
+    assert params.read_text() == (ROOT / "params.yaml").read_text()  # --out: the input untouched
+    assert yaml.safe_load(out.read_text())["datasets"]["mine"]["test_fraction"] == 0.2
+
+
+def test_insert_refuses_a_flow_mapping() -> None:
+    with pytest.raises(ConfigError, match="block mapping"):
+        add_dataset.insert("datasets: {}\n", "datasets", ["x:", "  y: 1"])
+
+
+@pytest.mark.parametrize(("make", "mentions"), [
+    (lambda p: np.savez(p, x_train=np.zeros((40, 8, 8), np.float32), y_train=np.arange(40) % 4),
+     "float32"),
+    (lambda p: np.savez(p, x_train=pixels((40, 3, 8, 8)), y_train=np.arange(40) % 4),
+     "channel-first"),
+    (lambda p: np.savez(p, x_train=pixels((8, 8, 8, 1)), y_train=np.arange(8) % 4),
+     "needs at least 6"),
+    (lambda p: np.savez(p, x_train=pixels((40, 8, 8, 1)), y_train=np.arange(40) % 4,
+                        x_test=pixels((4, 8, 8, 1))), "y_test"),
+], ids=["float", "channel-first", "too-few", "half-test-part"])
+def test_a_bad_npz_writes_nothing(tmp_path: Path, make, mentions: str) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    make(tmp_path / "bad.npz")
+    with pytest.raises(ValueError, match=mentions):
+        add_dataset.run(params, "bad", tmp_path / "bad.npz")
+    assert params.read_text() == (ROOT / "params.yaml").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npz", "params.yaml"]

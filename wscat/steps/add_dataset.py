@@ -1,0 +1,219 @@
+"""`wscat add-dataset NAME FILE.npz`: check your own images and add them to the params file.
+
+The npz is read by the same loader as the split step (uint8 N x H x W x C images, integer labels
+0..K-1; x_test/y_test optional), plus the checks a class-balanced split needs. Then three
+commented blocks go into params.yaml, each at the end of its section: `datasets.NAME` (the split
+and threat model), `training.NAME` (the schedule) and `experiments.NAME` (the demo's methods on
+it), so that `snakemake -- results/tables/NAME.tex` builds its table. The rest of the file is
+kept byte for byte; the result is validated before it replaces the file (atomically), and
+nothing is written when NAME exists or any check fails. The npz is only read.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wscat.config import ConfigError, load_params
+from wscat.io import atomic_path
+
+NAME = re.compile(r"^[a-z][a-z0-9_-]*$")  # the schema's name_key: a results/ path component
+SECTIONS = ("datasets", "training", "experiments")
+DEMO_METHODS = ("standard", "trades", "mt", "rst", "wscat")  # the demo's columns
+MIN_CLASSES = 4  # AutoAttack's targeted DLR loss reads the 3rd and 4th largest logits
+MIN_PER_CLASS = 6  # 5 labelled (1 of them validation: 20%) and at least 1 unlabelled
+TEST_FRACTION = 0.2  # held out when the npz has no test part (digits' share)
+EPOCHS = 40  # the demo's schedule; the labeler trains 2.5 times as long, as on digits
+BATCH = 128
+
+
+@dataclass(frozen=True)
+class NpzSummary:
+    """What the checks found: sizes, image shape (C, H, W), classes, per-class counts."""
+
+    train: int
+    test: int
+    shape: tuple[int, int, int]
+    classes: int
+    min_per_class: int  # in the training pool a seed draws labelled images from
+
+
+def inspect(name: str, path: Path) -> NpzSummary:
+    """Load `path` as the split step will (wscat.data.sources.npz) and check that a
+    class-balanced split of it can be drawn; a problem raises one line saying what to fix."""
+    from wscat.data.sources import check_dataset
+    from wscat.data.sources.npz import Npz
+
+    if not path.is_file():
+        raise FileNotFoundError(f"no file {path}; give the .npz to add")
+    data = check_dataset(Npz().read(name, {"path": str(path)}))
+    labels = data.labels.numpy()
+    train = labels[: data.train_size] if data.train_size is not None else labels
+    images = data.images[: data.train_size] if data.train_size is not None else data.images
+    where = f"{path}"
+    if int(images.max()) <= 1:
+        raise ValueError(f"{where}: x_train's pixels are all 0 or 1, which reads as black; store "
+                         "uint8 images with pixel = value * 255 (e.g. (x * 255).round().astype("
+                         "np.uint8) for images in [0, 1])")
+    if data.num_classes < MIN_CLASSES:
+        raise ValueError(f"{where}: {data.num_classes} classes; the evaluation's AutoAttack (its "
+                         f"targeted DLR loss) needs at least {MIN_CLASSES}")
+    counts = np.bincount(train, minlength=data.num_classes)
+    missing = [k for k, n in enumerate(counts) if n == 0]
+    if missing:
+        raise ValueError(f"{where}: the training images have no class {missing[0]}; labels run "
+                         f"0..K-1 (K = {data.num_classes} here) and every class needs training "
+                         "images (renumber the labels)")
+    pool = counts if data.train_size is not None else np.floor(counts * (1 - TEST_FRACTION))
+    if pool.min() < MIN_PER_CLASS:
+        k = int(pool.argmin())
+        raise ValueError(f"{where}: class {k} has {int(pool.min())} training images to split; a "
+                         f"class-balanced split needs at least {MIN_PER_CLASS} a class (5 "
+                         "labelled, one of them validation, and unlabelled ones)")
+    test = len(labels) - data.train_size if data.train_size is not None else 0
+    return NpzSummary(train=len(train), test=test, shape=tuple(data.image_shape),
+                      classes=data.num_classes, min_per_class=int(pool.min()))
+
+
+def _decay(steps: int) -> float:
+    """EMA decay with a memory of about one epoch, 10 steps at least (digits: 11 steps an epoch,
+    0.9; the released code's 0.995 at CIFAR-10's 391 steps is the cap)."""
+    return min(0.995, round(1 - 1 / max(10, steps), 3))
+
+
+def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str, Any]
+           ) -> dict[str, list[str]]:
+    """The three sections' blocks (lines without indentation) with defaults from the data."""
+    channels, height, width = summary.shape
+    pool = summary.train if summary.test else summary.train - round(summary.train * TEST_FRACTION)
+    per_class = max(5, min(summary.min_per_class // 10, summary.min_per_class - 1))
+    labelled = per_class * summary.classes
+    batch = min(BATCH, pool)
+    steps = math.ceil(pool / batch)
+    padding = max(1, round(height / 8))
+    test_line = ([f"# the npz's own {summary.test} test images (x_test, y_test) are the test set"]
+                 if summary.test else
+                 [f"test_fraction: {TEST_FRACTION}         # the npz has no x_test: a fixed "
+                  "stratified 20% is held out"])
+    model = "cnn" if "cnn" in params["models"] else next(iter(params["models"]))
+    methods = [m for m in DEMO_METHODS if m in params["methods"]] or list(params["methods"])[:1]
+    dataset = [
+        f"{name}:",
+        f"  # wscat add-dataset: {summary.train} training and {summary.test} test images, "
+        f"{height}x{width}x{channels}, {summary.classes} classes",
+        "  source: npz",
+        f"  path: {path}",
+        f"  md5: {md5}   # of the file above: a changed file stops the split (update or delete)",
+        *(f"  {line}" for line in test_line),
+        f"  # {per_class} labelled a class (about 10% of the smallest class, at least 5), the rest",
+        "  # unlabelled; validation = min(val_fraction * labelled, val_max), the paper's rule",
+        f"  labelled: {labelled}",
+        "  val_fraction: 0.2",
+        "  val_max: 2000",
+        "  # Threat model in [0,1] pixel units: CIFAR's 8/255; training PGD-5 with step eps/2 (the",
+        "  # same 2.5 eps of travel as CIFAR's PGD-10 at eps/4), evaluation step eps/8",
+        "  eps: 0.03137254901960784",
+        "  train_step_size: 0.01568627450980392",
+        "  train_steps: 5",
+        "  eval_step_size: 0.00392156862745098",
+        "  augment:",
+        f"    crop_padding: {padding}         # random shift by up to {padding} pixel(s) "
+        "(height / 8)",
+        "    flip: false              # true only if a mirrored image keeps its class",
+        "    rotation: 0",
+    ]
+    training = [
+        f"{name}:",
+        f"  # The demo's schedule; {steps} steps an epoch at batch {batch} on {pool} training "
+        "images",
+        f"  epochs: {EPOCHS}",
+        f"  batch_size: {batch}",
+        "  labelled_per_batch: null  # the labelled share of the training set (paper)",
+        "  lr: 0.1",
+        "  momentum: 0.9",
+        "  nesterov: true",
+        "  weight_decay: 5.0e-4",
+        "  warmup_fraction: 0.025",
+        f"  ema_decay: {_decay(steps)}           # a memory of about an epoch, 10 steps at least",
+        "  ema_warmup_epochs: 2.5",
+        "  val_every: 1",
+        "  precision: fp32           # bf16, channels_last, compile: on a GPU (README, \"Speed\")",
+        "  channels_last: false",
+        "  compile: false",
+        "  deterministic: true",
+        "  per_method:",
+        f"    mt: {{epochs: {round(EPOCHS * 2.5)}}}         # the Mean Teacher labeler trains "
+        "longer, as the paper's does",
+    ]
+    experiment = [
+        f"{name}:",
+        f"  # `snakemake -- results/tables/{name}.tex` (wscat add-dataset)",
+        f"  dataset: {name}",
+        f"  model: {model}                # any image size; on a GPU: wrn-16-4 or the paper's wrn-28-10",
+        "  seeds: [1, 2, 3]",
+        f"  methods: [{', '.join(methods)}]",
+    ]
+    return {"datasets": dataset, "training": training, "experiments": experiment}
+
+
+def insert(text: str, section: str, block: list[str]) -> str:
+    """`text` with `block` appended to the top-level mapping `section`, indented as its entries;
+    every other line kept as it is."""
+    lines = text.splitlines(keepends=True)
+    top = [i for i, line in enumerate(lines) if re.match(r"[A-Za-z_][\w-]*\s*:", line)]
+    start = next((i for i in top if lines[i].split(":")[0].strip() == section), None)
+    if start is None or lines[start].split(":", 1)[1].split("#")[0].strip():
+        raise ConfigError(f"params file's `{section}:` is not a block mapping (one entry a line), "
+                          "so add-dataset cannot add to it; add the section by hand")
+    end = next((i for i in top if i > start), len(lines))
+    while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
+        end -= 1  # the next section's leading comments and blank lines stay with it
+    entries = [line for line in lines[start + 1:end] if line.strip() and
+               not line.lstrip().startswith("#")]
+    indent = (len(entries[0]) - len(entries[0].lstrip())) if entries else 2
+    if lines[end - 1:end] and not lines[end - 1].endswith("\n"):
+        lines[end - 1] += "\n"
+    added = [" " * indent + line + "\n" if line else "\n" for line in block]
+    return "".join(lines[:end] + added + lines[end:])
+
+
+def _stored_path(npz: Path, params_file: Path) -> str:
+    """The npz as the params file names it: relative to the file's folder (where Snakemake and
+    the steps run) when it lies below it, absolute otherwise."""
+    resolved = npz.resolve()
+    try:
+        return resolved.relative_to(params_file.resolve().parent).as_posix()
+    except ValueError:
+        return str(resolved)
+
+
+def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Path:
+    """Check `npz`, then write the params file with NAME's three blocks added: to `out`, or
+    in place of `params_file`. Returns the file written."""
+    from wscat.data.sources.archives import md5_of
+
+    if not NAME.match(name):
+        raise ValueError(f"'{name}' is not a dataset name: use lower-case letters, digits, - and _, "
+                         "starting with a letter (it becomes a results/ folder)")
+    params = load_params(params_file)
+    for section in SECTIONS:
+        if name in params.get(section, {}):
+            raise ValueError(f"{section}.{name} already exists in {params_file}; pick another "
+                             "name, or remove that entry first")
+    summary = inspect(name, npz)
+    text = params_file.read_text()
+    target = out or params_file
+    for section, block in blocks(name, _stored_path(npz, target), md5_of(npz), summary,
+                                 params).items():
+        text = insert(text, section, block)
+    with atomic_path(target) as tmp:
+        tmp.write_text(text)
+        load_params(tmp)  # the whole file valid, or nothing replaced
+        if os.path.exists(target):
+            os.chmod(tmp, os.stat(target).st_mode & 0o777)
+    return target
