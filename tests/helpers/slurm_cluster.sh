@@ -109,6 +109,14 @@ EOF
 stop() {
     local dir name pid i
     dir=$(cd "$1" && pwd) || die "no cluster folder $1"
+    # Jobs first: a job step outlives slurmd (a test cut short by its time limit left one running).
+    if [ -f "$dir/run/slurmctld.pid" ] && command -v scancel >/dev/null; then
+        SLURM_CONF="$dir/slurm.conf" scancel --full --quiet --user "$(id -un)" 2>/dev/null || true
+        for i in $(seq 25); do
+            [ -z "$(SLURM_CONF="$dir/slurm.conf" squeue --noheader 2>/dev/null)" ] && break
+            sleep 0.2
+        done
+    fi
     for name in slurmd slurmctld munged; do
         [ -f "$dir/run/$name.pid" ] || continue
         pid=$(cat "$dir/run/$name.pid")
