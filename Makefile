@@ -23,11 +23,9 @@ DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; $(VE
 
 venv: $(STAMP)
 
-# --no-compile: Python writes the .pyc of what is imported on first use; compiling every
-# installed module up front (torch's thousands) cost 20 s of a 1 min 39 s install here.
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --no-compile -r requirements.txt -r requirements-dev.txt $(QUIET_PIP)
+	$(VENV)/bin/pip install -q -r requirements.txt -r requirements-dev.txt $(QUIET_PIP)
 	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e . $(QUIET_PIP)
 	touch $@
 
