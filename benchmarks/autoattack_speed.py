@@ -27,18 +27,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from demo_profile import _cpu_model as cpu_model  # noqa: E402  (one CPU-name reader)
 ATTACKS = ("apgd-ce", "apgd-t", "fab-t", "square")
 PATHS = ("library", "wscat")
 
 
-def _machine(device: str) -> str:
-    if device.startswith("cuda"):
-        import torch
+def _machine(device: str, threads: int) -> str:
+    """The GPU's name, or the CPU's model and threads (`wscat.provenance.machine`)."""
+    import torch
 
-        return f"{torch.cuda.get_device_name(torch.device(device))} (GPU), host {cpu_model()}"
-    return cpu_model()
+    from wscat.provenance import machine
+
+    torch.set_num_threads(threads)
+    return machine(torch.device(device))
 
 
 def _cpu_seconds() -> float:
@@ -162,7 +162,7 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
     """The Markdown page: per model and attack, the two paths' seconds and whether flags agree."""
     lines = [f"# AutoAttack (standard) on the CPU: the library's path against wscat's",
              "",
-             f"- Machine: {_machine(args.device)}, {args.threads} torch thread(s); "
+             f"- Machine: {_machine(args.device, args.threads)}; "
              f"{datetime.now(timezone.utc):%Y-%m-%d}",
              f"- Command: `{command}`",
              "- `library`: pyautoattack's AutoAttack as the pipeline called it before "
@@ -251,7 +251,7 @@ def main() -> None:
     page = render(runs, args, command)
     (args.out_dir / f"autoattack-speed-{args.tag}.md").write_text(page)
     (args.out_dir / f"autoattack-speed-{args.tag}.json").write_text(
-        json.dumps({"cpu": cpu_model(), "threads": args.threads, "runs": runs}, indent=1))
+        json.dumps({"machine": _machine(args.device, args.threads), "runs": runs}, indent=1))
     print(page)
 
 

@@ -52,9 +52,7 @@ def build(model: nn.Module, *, variant: Variant, eps: float, seed: int, n_classe
     if variant == "standard":
         adversary = AutoAttack(model, eps=eps, norm="Linf", version="standard", seed=seed,
                                device=device)
-        adversary.square = FastSquareAttack(model, p_init=.8, n_queries=adversary.square.n_queries,
-                                            eps=eps, norm="Linf", n_restarts=1, seed=seed,
-                                            verbose=False, device=device, resc_schedule=False)
+        adversary.square = FastSquareAttack.like(adversary.square)
         # The standard version targets 9 classes; with fewer than 10 every other class, as
         # AutoAttack's own check asks (it only warns, then indexes past the logits).
         for attack in (adversary.apgd_targeted, adversary.fab):

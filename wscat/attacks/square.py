@@ -40,6 +40,13 @@ def batch_independent(predict, x: torch.Tensor) -> bool:
 class FastSquareAttack(SquareAttack):
     """pyautoattack's SquareAttack; its L-inf loop evaluates only the points a query changes."""
 
+    @classmethod
+    def like(cls, square: SquareAttack) -> "FastSquareAttack":
+        """This class with every setting of `square` (as AutoAttack's version set them)."""
+        fast = cls.__new__(cls)
+        fast.__dict__.update(vars(square))
+        return fast
+
     def attack_single_run(self, x: torch.Tensor, y: torch.Tensor):
         if self.norm != "Linf" or not batch_independent(self.predict, x):
             return super().attack_single_run(x, y)
