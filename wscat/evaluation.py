@@ -19,13 +19,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from wscat.attack_names import ATTACKS
 from wscat.attacks import ce_objective, cw_objective, fgsm, masking, pgd
 from wscat.attacks.autoattack import library_version
 from wscat.attacks.mode import eval_mode_enforced, require_eval
 from wscat.attacks.nrf import nrf_accuracy
 from wscat.attacks.shards import AutoAttackResult, autoattack_accuracy
 
-ATTACKS = ("Natural", "FGSM", "PGD", "CW", "AA")  # the paper's Mean is over these five
 
 
 def harmonic_mean(values: list[float]) -> float:

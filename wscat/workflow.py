@@ -204,3 +204,48 @@ def paper_section(params: dict[str, Any], tier: str) -> str:
     names = {e[part]["experiment"] for e in spec["datasets"] for part in paper.parts(e)}
     return to_json({"tier": spec,
                     "experiments": {name: params["experiments"][name] for name in sorted(names)}})
+
+
+# --- the order in which ready jobs start (Snakemake's `priority`, higher first) --------------
+
+# Objectives without an adversarial term: AutoAttack ends on their models within seconds (most
+# images fall to its first attack), where a robust model keeps all four attacks busy.
+NATURAL_OBJECTIVES = frozenset({"standard", "mean_teacher"})
+PRIORITY = {"labeler": 40, "pseudo_label": 30, "on_labels_of_labeler": 20, "train": 10,
+            "attack_robust": 2, "attack_natural": 1}
+
+
+def labelers(params: dict[str, Any], dataset: str) -> set[str]:
+    """The methods whose checkpoints other methods train on (pseudo-labels, generated images)."""
+    names = set()
+    for method in params["methods"]:
+        knobs = method_for(params, method, dataset)
+        if knobs.get("data") == "pseudo":
+            names.add(knobs["labeler"])
+        if knobs.get("generated") and knobs.get("generated_labeler"):
+            names.add(knobs["generated_labeler"])
+    return names
+
+
+def job_priority(params: dict[str, Any], rule: str, dataset: str, method: str) -> int:
+    """Longest chain first. A pseudo-labelled training waits for its labeler's training and
+    pseudo-labels, so that chain starts first (labeler, pseudo-labels, the trainings on them),
+    then the other trainings; then the attacks, robust models first, so that the last jobs are
+    the short ones and the cores finish together. `method` is the labeler for `pseudo_label`.
+    Only the order changes: every job's outputs are the same."""
+    try:
+        if rule == "pseudo_label":
+            return PRIORITY["pseudo_label"]
+        knobs = method_for(params, method, dataset)
+        if rule == "train":
+            if method in labelers(params, dataset):
+                return PRIORITY["labeler"]
+            if knobs.get("data") == "pseudo" or knobs.get("generated"):
+                return PRIORITY["on_labels_of_labeler"]
+            return PRIORITY["train"]
+        if rule in ("evaluate", "evaluate_extra"):
+            natural = knobs.get("objective") in NATURAL_OBJECTIVES
+            return PRIORITY["attack_natural" if natural else "attack_robust"]
+    except (ConfigError, KeyError):
+        pass  # an unknown method: the job's own rule reports it; order it last
+    return 0

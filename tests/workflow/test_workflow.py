@@ -239,6 +239,36 @@ def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
     assert sorted(summary) == sorted(methods)
 
 
+def started_jobs(log: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, wildcards) of each job in the order Snakemake started them (its log)."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", log):
+        if match := re.match(r"(?:local)?rule (\w+):\n", block):
+            found = re.search(r"^\s+wildcards: (.*)$", block, re.MULTILINE)
+            pairs = [item.split("=", 1) for item in found[1].split(", ")] if found else []
+            jobs.append((match[1], dict(pairs)))
+    return jobs
+
+
+@pytest.mark.slow
+def test_readme_line_starts_the_longest_chains_first(tiny_run) -> None:
+    """On one core the start order is the priority order (wscat.workflow.job_priority): the
+    labelers, their pseudo-labels, the trainings on them, the other trainings, then the attacks
+    on robust models before those on Standard and Mean Teacher."""
+    from wscat import workflow as wf
+
+    workdir, result = tiny_run
+    assert result.returncode == 0, "the README line failed; see test_readme_line_builds_the_table"
+    params = tiny_params()
+    ranked = [(rule, wf.job_priority(params, rule, w["dataset"], w.get("labeler") or w["method"]))
+              for rule, w in started_jobs(result.stderr) if rule not in ("split", "table")]
+    assert [rule for rule, _ in ranked].count("train") == len(
+        params["experiments"]["digits"]["methods"]), result.stderr[-3000:]
+    priorities = [priority for _, priority in ranked]
+    assert priorities == sorted(priorities, reverse=True), ranked
+    assert len(set(priorities)) == 6, ranked  # labeler, pseudo, on pseudo, other, robust, natural
+
+
 @pytest.mark.slow
 def test_dvc_repro_reruns_only_the_changed_method(tiny_run, env: dict[str, str]) -> None:
     workdir, result = tiny_run

@@ -134,6 +134,17 @@ def get_training_fingerprint(wildcards):
     return wf.training_fingerprint(config, wildcards.dataset, wildcards.model, trained)
 
 
+def get_priority(rule):
+    """The start order of a rule's ready jobs (wscat.workflow.job_priority: labeler chains
+    first, robust models' attacks before the others'); outputs do not depend on it."""
+
+    def priority(wildcards):
+        method = wildcards.get("labeler") or wildcards.method
+        return wf.job_priority(config, rule, wildcards.dataset, method)
+
+    return priority
+
+
 def get_evaluate_params(wildcards):
     return wf.evaluate_params(config, wildcards.dataset)
 

@@ -16,6 +16,7 @@ rule evaluate:
         paths.log("evaluate", paths.RUN),
     benchmark:
         paths.benchmark("evaluate", paths.RUN)
+    priority: get_priority("evaluate")
     conda:
         "../envs/wscat.yaml"
     threads: 1
@@ -45,6 +46,7 @@ rule evaluate_extra:
         paths.log("evaluate_extra", paths.RUN),
     benchmark:
         paths.benchmark("evaluate_extra", paths.RUN)
+    priority: get_priority("evaluate_extra")
     conda:
         "../envs/wscat.yaml"
     threads: 1

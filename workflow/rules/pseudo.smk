@@ -16,6 +16,7 @@ rule pseudo_label:
         paths.log("pseudo_label", "{dataset}/{model}/{labeler}/seed{seed}"),
     benchmark:
         paths.benchmark("pseudo_label", "{dataset}/{model}/{labeler}/seed{seed}")
+    priority: get_priority("pseudo_label")
     conda:
         "../envs/wscat.yaml"
     threads: 1

@@ -18,6 +18,7 @@ rule train:
         paths.log("train", paths.RUN),
     benchmark:
         paths.benchmark("train", paths.RUN)
+    priority: get_priority("train")
     conda:
         "../envs/wscat.yaml"
     threads: 1

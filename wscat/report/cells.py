@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from wscat.attack_names import ATTACKS
+
 if TYPE_CHECKING:
     import pandas as pd
 
-METRICS = ["Natural", "FGSM", "PGD", "CW", "AA", "Mean"]
+METRICS = [*ATTACKS, "Mean"]
 # Shown below Mean when every metrics file has them (issue: evaluation a reviewer can trust):
 # the paper's AutoAttack variant and NRF. Mean stays the harmonic mean of the five above.
 EXTRA_METRICS = ["AA-paper", "NRF"]

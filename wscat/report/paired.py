@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from wscat.evaluation import ATTACKS
+from wscat.attack_names import ATTACKS
 
 REFERENCE = "wscat"
 LEVEL = 0.95

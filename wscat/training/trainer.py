@@ -31,6 +31,7 @@ from wscat.models import build_model
 from wscat.training.ema import make_ema, update_ema
 from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.schedule import make_scheduler
+from wscat.training.sgd import SGD
 from wscat.training.speed import Precision, autocast, configure_backend, prepare_model
 
 
@@ -188,8 +189,8 @@ def _build(run: RunConfig, data: TrainingData, device: torch.device,
                           num_classes=data.num_classes,
                           image_shape=tuple(data.labelled_x.shape[1:])).to(device)
     parameters = list(model.parameters()) + list(method.trainable_parameters())
-    optimizer = torch.optim.SGD(parameters, lr=cfg["lr"], momentum=cfg["momentum"],
-                                nesterov=cfg["nesterov"], weight_decay=cfg["weight_decay"])
+    optimizer = SGD(parameters, lr=cfg["lr"], momentum=cfg["momentum"], nesterov=cfg["nesterov"],
+                    weight_decay=cfg["weight_decay"])
     scheduler = make_scheduler(optimizer, cfg["epochs"], cfg["warmup_fraction"])
     ema = make_ema(model)
     meta = {**(meta or {}), "model": run.model, "model_spec": dict(run.model_spec),
