@@ -211,7 +211,7 @@ def paper_section(params: dict[str, Any], tier: str) -> str:
 # Objectives without an adversarial term: AutoAttack ends on their models within seconds (most
 # images fall to its first attack), where a robust model keeps all four attacks busy.
 NATURAL_OBJECTIVES = frozenset({"standard", "mean_teacher"})
-PRIORITY = {"labeler": 40, "pseudo_label": 30, "on_labels_of_labeler": 20, "train": 10,
+PRIORITY = {"split": 50, "labeler": 40, "pseudo_label": 30, "on_labels_of_labeler": 20, "train": 10,
             "attack_robust": 2, "attack_natural": 1}
 
 
@@ -227,13 +227,16 @@ def labelers(params: dict[str, Any], dataset: str) -> set[str]:
     return names
 
 
-def job_priority(params: dict[str, Any], rule: str, dataset: str, method: str) -> int:
+def job_priority(params: dict[str, Any], rule: str, dataset: str, method: str | None) -> int:
     """Longest chain first. A pseudo-labelled training waits for its labeler's training and
     pseudo-labels, so that chain starts first (labeler, pseudo-labels, the trainings on them),
     then the other trainings; then the attacks, robust models first, so that the last jobs are
-    the short ones and the cores finish together. `method` is the labeler for `pseudo_label`.
+    the short ones and the cores finish together. A seed's split, the start of all its chains,
+    goes before everything. `method` is the labeler for `pseudo_label`, None for `split`.
     Only the order changes: every job's outputs are the same."""
     try:
+        if rule == "split":
+            return PRIORITY["split"]
         if rule == "pseudo_label":
             return PRIORITY["pseudo_label"]
         knobs = method_for(params, method, dataset)

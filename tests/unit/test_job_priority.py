@@ -1,5 +1,5 @@
 """The start order Snakemake gives ready jobs (wscat.workflow.job_priority), on the real params:
-the chains through a labeler first, robust models' attacks before the others'."""
+each seed's split, then the chains through a labeler, robust models' attacks before the others'."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +18,8 @@ def test_the_labeler_chain_goes_first(dataset):
         return wf.job_priority(PARAMS, rule, dataset, method)
 
     assert wf.labelers(PARAMS, dataset) >= {"mt", "standard"}
-    assert (priority("train", "mt") == priority("train", "standard")
+    assert (priority("split", None)
+            > priority("train", "mt") == priority("train", "standard")
             > priority("pseudo_label", "mt")
             > priority("train", "wscat") == priority("train", "rst")
             > priority("train", "trades") == priority("train", "wscat-sup")

@@ -253,20 +253,22 @@ def started_jobs(log: str) -> list[tuple[str, dict[str, str]]]:
 @pytest.mark.slow
 def test_readme_line_starts_the_longest_chains_first(tiny_run) -> None:
     """On one core the start order is the priority order (wscat.workflow.job_priority): the
-    labelers, their pseudo-labels, the trainings on them, the other trainings, then the attacks
-    on robust models before those on Standard and Mean Teacher."""
+    split, the labelers, their pseudo-labels, the trainings on them, the other trainings, then
+    the attacks on robust models before those on Standard and Mean Teacher."""
     from wscat import workflow as wf
 
     workdir, result = tiny_run
     assert result.returncode == 0, "the README line failed; see test_readme_line_builds_the_table"
     params = tiny_params()
-    ranked = [(rule, wf.job_priority(params, rule, w["dataset"], w.get("labeler") or w["method"]))
-              for rule, w in started_jobs(result.stderr) if rule not in ("split", "table")]
+    ranked = [(rule, wf.job_priority(params, rule, w["dataset"],
+                                     w.get("labeler") or w.get("method")))
+              for rule, w in started_jobs(result.stderr) if rule != "table"]
     assert [rule for rule, _ in ranked].count("train") == len(
         params["experiments"]["digits"]["methods"]), result.stderr[-3000:]
     priorities = [priority for _, priority in ranked]
     assert priorities == sorted(priorities, reverse=True), ranked
-    assert len(set(priorities)) == 6, ranked  # labeler, pseudo, on pseudo, other, robust, natural
+    # split, labeler, pseudo-labels, on them, other trainings, robust attacks, natural attacks
+    assert len(set(priorities)) == 7, ranked
 
 
 @pytest.mark.slow

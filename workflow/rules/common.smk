@@ -135,11 +135,11 @@ def get_training_fingerprint(wildcards):
 
 
 def get_priority(rule):
-    """The start order of a rule's ready jobs (wscat.workflow.job_priority: labeler chains
-    first, robust models' attacks before the others'); outputs do not depend on it."""
+    """The start order of a rule's ready jobs (wscat.workflow.job_priority: the splits, then
+    the labeler chains, robust models' attacks before the others'); outputs do not depend on it."""
 
     def priority(wildcards):
-        method = wildcards.get("labeler") or wildcards.method
+        method = wildcards.get("labeler") or wildcards.get("method")
         return wf.job_priority(config, rule, wildcards.dataset, method)
 
     return priority

@@ -29,6 +29,7 @@ rule split:
         paths.log("split", "{dataset}/seed{seed}"),
     benchmark:
         paths.benchmark("split", "{dataset}/seed{seed}")
+    priority: get_priority("split")
     conda:
         "../envs/wscat.yaml"
     threads: 1
