@@ -98,6 +98,9 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
         configure_backend(torch.device(args.device), deterministic=run.training["deterministic"])
     aa, eps = run.evaluation["autoattack"], run.data["eps"]
+    batch = run.evaluation["batch_size"]
+    if args.worker == "library" and args.library_batch:
+        batch = args.library_batch
     logits = LogitsOnly(net).eval()
     if args.worker == "wscat":
         with torch.no_grad():
@@ -131,7 +134,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         profiler.enable()
     wall, cpu = time.perf_counter(), _cpu_seconds()
     with eval_mode_enforced(net), frozen:
-        x_adv, _ = adversary.run_standard_evaluation(x, y, batch_size=run.evaluation["batch_size"])
+        x_adv, _ = adversary.run_standard_evaluation(x, y, batch_size=batch)
     total = {"wall_s": time.perf_counter() - wall, "cpu_s": _cpu_seconds() - cpu}
     if profiler is not None:
         profiler.disable()
@@ -139,6 +142,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     with torch.no_grad():
         robust = (logits(x_adv).argmax(1) == y).tolist()
     return {"path": args.worker, "attacks": spent, "total": total, "n_examples": len(x),
+            "batch_size": batch,
             "robust": "".join("1" if r else "0" for r in robust),
             "x_adv_sha": __import__("hashlib").sha256(x_adv.cpu().numpy().tobytes()).hexdigest()}
 
@@ -147,7 +151,7 @@ def _run_worker(args: argparse.Namespace, path: str, method: str, seed: int) -> 
     command = [sys.executable, __file__, "--worker", path, "--results", str(args.results),
                "--params", str(args.params), "--dataset", args.dataset, "--model", args.model,
                "--method", method, "--seed", str(seed), "--threads", str(args.threads),
-               "--device", args.device]
+               "--device", args.device, "--library-batch", str(args.library_batch or 0)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         sys.exit(f"{path} run of {method} seed {seed} failed:\n{done.stderr[-2000:]}")
@@ -160,7 +164,8 @@ def _row(cells: list[str]) -> str:
 
 def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -> str:
     """The Markdown page: per model and attack, the two paths' seconds and whether flags agree."""
-    lines = [f"# AutoAttack (standard) on the CPU: the library's path against wscat's",
+    where = "GPU" if args.device.startswith("cuda") else "CPU"
+    lines = [f"# AutoAttack (standard) on the {where}: the library's path against wscat's",
              "",
              f"- Machine: {_machine(args.device, args.threads)}; "
              f"{datetime.now(timezone.utc):%Y-%m-%d}",
@@ -194,21 +199,27 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
             for key in ("wall_s", "cpu_s"):
                 totals[path][key] += result["total"][key]
         same = lib["robust"] == new["robust"] and lib["x_adv_sha"] == new["x_adv_sha"]
-        identical &= same
+        layouts = (lib.get("batch_size"), new.get("batch_size"))
+        identical &= same or layouts[0] != layouts[1]
         lines.append(_row([name, "**whole AutoAttack**", str(lib["n_examples"]),
                            f"{lib['total']['wall_s']:.1f} ({lib['total']['cpu_s']:.1f})",
                            f"{new['total']['wall_s']:.1f} ({new['total']['cpu_s']:.1f})",
                            f"{new['total']['cpu_s'] / lib['total']['cpu_s']:.2f}"]))
+        if layouts[0] != layouts[1]:
+            changed = sum(a != b for a, b in zip(lib["robust"], new["robust"]))
+            verdict = (f"batches of {layouts[0]} against {layouts[1]}: {changed} flags differ "
+                       f"({new['robust'].count('1')} robust)")
+        else:
+            verdict = "identical" if same else "**DIFFER**"
         lines.append(_row([name, "robust flags, adversarial images",
-                           f"{lib['robust'].count('1')} robust",
-                           "", "", "identical" if same else "**DIFFER**"]))
+                           f"{lib['robust'].count('1')} robust", "", "", verdict]))
     lib, new = totals["library"], totals["wscat"]
     lines += ["", f"All models: library {lib['wall_s']:.1f} s ({lib['cpu_s']:.1f} s CPU), wscat "
               f"{new['wall_s']:.1f} s ({new['cpu_s']:.1f} s CPU): "
               f"{100 * new['cpu_s'] / max(lib['cpu_s'], 1e-9):.0f}% of the library's CPU time, "
               f"{100 * new['wall_s'] / max(lib['wall_s'], 1e-9):.0f}% of its wall time. Robust "
               f"flags and adversarial images {'identical' if identical else 'NOT identical'} "
-              f"on every model.", ""]
+              f"on every model run in the same batches.", ""]
     return "\n".join(lines)
 
 
@@ -222,6 +233,11 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (a GPU node)")
+    parser.add_argument("--library-batch", type=int, default=0,
+                        help="the library path's batch (default: the params' evaluation batch, "
+                             "as wscat's). The proxy's old layout was 500 (two shards of 500); "
+                             "another layout gives images other random starts, so flags may "
+                             "differ: the page says so")
     parser.add_argument("--tag", default="cpu")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--worker", choices=PATHS, help=argparse.SUPPRESS)
