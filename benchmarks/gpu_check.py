@@ -24,6 +24,7 @@ from wscat.config import load_params, method_for  # noqa: E402
 from wscat.methods import Batch, StepContext, build_method  # noqa: E402
 from wscat.models import build_model  # noqa: E402
 from wscat.training.ema import make_ema  # noqa: E402
+from wscat.training.sgd import SGD  # noqa: E402  (the trainer's optimizer)
 from wscat.training.speed import configure_backend, prepare_model  # noqa: E402
 from wscat.training.trainer import train_step  # noqa: E402
 
@@ -38,8 +39,8 @@ def run_steps(model_key: str, method_key: str, *, steps: int = 3, precision: str
                         mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010)).to(device)
     method = build_method(method_for(params, method_key, "cifar10"), feature_dim=model.feature_dim,
                           num_classes=10, image_shape=(3, 32, 32)).to(device)
-    optimizer = torch.optim.SGD(list(model.parameters()) + list(method.trainable_parameters()),
-                                lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    optimizer = SGD(list(model.parameters()) + list(method.trainable_parameters()),
+                    lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
     ema = make_ema(model)
     step_model = prepare_model(model, channels_last=channels_last, compile=False)
     generator = torch.Generator(device=device).manual_seed(0)

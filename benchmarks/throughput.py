@@ -55,6 +55,7 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
     from wscat.methods import Batch, StepContext, build_method
     from wscat.models import build_model
     from wscat.training.ema import make_ema
+    from wscat.training.sgd import SGD  # the trainer's optimizer
     from wscat.training.speed import configure_backend, prepare_model
     from wscat.training.trainer import train_step
 
@@ -68,8 +69,8 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
                         mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010)).to(device)
     method = build_method(method_params, feature_dim=model.feature_dim, num_classes=10,
                           image_shape=(3, 32, 32)).to(device)
-    optimizer = torch.optim.SGD(list(model.parameters()) + list(method.trainable_parameters()),
-                                lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    optimizer = SGD(list(model.parameters()) + list(method.trainable_parameters()),
+                    lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
     ema = make_ema(model)
     step_model = prepare_model(model, channels_last=args.channels_last, compile=args.compile)
     generator = torch.Generator(device=device).manual_seed(0)
