@@ -19,20 +19,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from wscat.attack_names import ATTACKS
+from wscat.metrics import ATTACKS, harmonic_mean  # noqa: F401  (re-exported)
 from wscat.attacks import ce_objective, cw_objective, fgsm, masking, pgd
 from wscat.attacks.autoattack import library_version
 from wscat.attacks.mode import eval_mode_enforced, require_eval
 from wscat.attacks.nrf import nrf_accuracy
 from wscat.attacks.shards import AutoAttackResult, autoattack_accuracy
 
-
-
-def harmonic_mean(values: list[float]) -> float:
-    """Harmonic mean (0 if any value is 0): the paper's 'Mean' row and its beta-tuning criterion."""
-    if any(v <= 0 for v in values):
-        return 0.0
-    return len(values) / sum(1.0 / v for v in values)
 
 
 def stratified_order(labels: torch.Tensor, seed: int) -> torch.Tensor:

@@ -42,3 +42,18 @@ def test_importing_every_data_module_loads_no_model_module():
     loaded = json.loads(result.stdout)
     assert "wscat.data.training_data" in loaded
     assert [m for m in loaded if _forbidden(m)] == []
+
+
+def test_the_report_steps_load_without_torch():
+    """`wscat table`, the paper's tables and figures and the curves read files and draw: they
+    start without torch (1.2 s a job), and `wscat.workflow` builds the DAG without it."""
+    modules = ["wscat.workflow", "wscat.steps.table", "wscat.steps.paper", "wscat.report.figures",
+               "wscat.report.paper_tables", "wscat.report.paired", "wscat.metrics"]
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}:\n"
+            "    importlib.import_module(m)\n"
+            "print('torch' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False"]

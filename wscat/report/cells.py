@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from wscat.attack_names import ATTACKS
+from wscat.metrics import ATTACKS
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from wscat.errors import NPZ_ERRORS, first_line  # noqa: E402
-from wscat.evaluation import harmonic_mean  # noqa: E402
+from wscat.metrics import harmonic_mean  # noqa: E402
 from wscat.io import atomic_path, write_text  # noqa: E402
 from wscat.report import paper  # noqa: E402
 from wscat.report.names import display_name  # noqa: E402

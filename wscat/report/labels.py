@@ -9,7 +9,7 @@ import csv
 import json
 from typing import Any
 
-from wscat.report.cells import METRICS  # [*wscat.attack_names.ATTACKS, 'Mean']
+from wscat.report.cells import METRICS  # [*wscat.metrics.ATTACKS, 'Mean']
 from wscat.report.names import display_name as _display_name
 
 

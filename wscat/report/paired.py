@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from wscat.attack_names import ATTACKS
+from wscat.metrics import ATTACKS
 
 REFERENCE = "wscat"
 LEVEL = 0.95
