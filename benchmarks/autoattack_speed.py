@@ -223,12 +223,17 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a trained model and its test images are: results folder, params, dataset, model."""
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--model", default="cnn")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_run_arguments(parser)
     parser.add_argument("--methods", nargs="+", default=["wscat"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1])
     parser.add_argument("--threads", type=int, default=1)

@@ -24,11 +24,10 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:
+    from autoattack_speed import _load, add_run_arguments
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", type=Path, default=ROOT / "results")
-    parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
-    parser.add_argument("--dataset", default="digits")
-    parser.add_argument("--model", default="cnn")
+    add_run_arguments(parser)
     parser.add_argument("--method", default="wscat")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=250, help="correctly classified images to use")
@@ -37,7 +36,6 @@ def main() -> None:
     import torch
     from pyautoattack.fab_pt import FABAttack_PT
 
-    from autoattack_speed import _load
     from wscat.attacks.mode import frozen_parameters
     from wscat.models import LogitsOnly
 
