@@ -38,14 +38,19 @@ def nonfinite(state: Any, where: str = "") -> list[str]:
     return []
 
 
+def _nonfinite_line(bad: list[str]) -> str:
+    """The first non-finite tensor's name, and how many more there are."""
+    return f"{bad[0]} holds NaN or infinite values" + (
+        f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+
+
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     """Save `state` (tensors, numbers, strings, lists, dicts only) atomically; weights that are
     not finite are never written (CheckpointError, the previous file at `path` kept)."""
     bad = nonfinite(state)
     if bad:
-        raise CheckpointError(f"refusing to write {path}: {bad[0]} holds NaN or infinite values"
-                              f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}; the "
-                              "training diverged: lower the learning rate")
+        raise CheckpointError(f"refusing to write {path}: {_nonfinite_line(bad)}; the training "
+                              "diverged: lower the learning rate")
     save_tensors(path, {"format": FORMAT, **state})
 
 
@@ -83,10 +88,9 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(f"{path} has no metadata; delete it and retrain")
     bad = nonfinite({k: v for k, v in state.items() if k != "meta"})
     if bad:
-        raise CheckpointError(f"{path}: {bad[0]} holds NaN or infinite values"
-                              f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}; a model "
-                              "with non-finite weights predicts nothing meaningful: retrain it "
-                              "(with a lower learning rate)")
+        raise CheckpointError(f"{path}: {_nonfinite_line(bad)}; a model with non-finite weights "
+                              "predicts nothing meaningful: retrain it (with a lower learning "
+                              "rate)")
     return state
 
 

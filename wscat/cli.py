@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from wscat import __version__
-from wscat.config import ConfigError, load_params
+from wscat.config import SEED_MAX, ConfigError, load_params
 from wscat.device import DEVICE_ENV
 from wscat.errors import DEBUG_ENV, INTERRUPTED, debug_requested, describe, exit_code, first_line
 from wscat.io import check_writable, guard_outputs, output_lock
@@ -29,9 +29,6 @@ class Command(NamedTuple):
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, Params], None]
-
-
-SEED_MAX = 2**32 - 1  # numpy's and torch's seeds; a split file stores its seed as an integer
 
 
 def seed_value(text: str) -> int:
@@ -445,9 +442,14 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _output_names(args: argparse.Namespace) -> tuple[str, ...]:
+    """The arguments of a parsed command that name files it writes."""
+    return OUTPUT_ARGS + (("metrics",) if args.step == "pseudo-label" else ())
+
+
 def step_outputs(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, Path]]:
     """(output files, output folders) of a parsed command, each under its flag."""
-    names = OUTPUT_ARGS + (("metrics",) if args.step == "pseudo-label" else ())
+    names = _output_names(args)
     files = {_flag(name): Path(getattr(args, name)) for name in names
              if getattr(args, name, None) is not None}
     derived = DERIVED_OUTPUTS.get(args.step)
@@ -483,8 +485,7 @@ def guard(args: argparse.Namespace) -> None:
 
 def check_outputs(args: argparse.Namespace) -> None:
     """Before any work: every output's folder exists or can be made, and takes files."""
-    names = OUTPUT_ARGS + (("metrics",) if args.step == "pseudo-label" else ())
-    check_writable(*(getattr(args, name, None) for name in names))
+    check_writable(*(getattr(args, name, None) for name in _output_names(args)))
     check_writable(getattr(args, "out_dir", None), folders=True)
 
 

@@ -19,13 +19,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from wscat.metrics import ATTACKS, harmonic_mean  # noqa: F401  (re-exported)
 from wscat.attacks import ce_objective, cw_objective, fgsm, masking, pgd
 from wscat.attacks.autoattack import library_version
 from wscat.attacks.mode import eval_mode_enforced, require_eval
 from wscat.attacks.nrf import nrf_accuracy
 from wscat.attacks.shards import AutoAttackResult, autoattack_accuracy
-
+from wscat.metrics import ATTACKS, harmonic_mean  # noqa: F401  (re-exported)
 
 
 def stratified_order(labels: torch.Tensor, seed: int) -> torch.Tensor:

@@ -180,16 +180,22 @@ def training_fingerprint(params: dict[str, Any], dataset: str, model: str, metho
     if method in _seen:
         raise ConfigError(f"methods.{method}: its labeler chain comes back to it; give it a "
                           "labeler that does not train on its pseudo-labels")
-    knobs = method_for(params, method, dataset)
-    upstream = {}
-    if knobs["data"] == "pseudo":
-        upstream["labeler"] = knobs["labeler"]
-    if knobs.get("generated") and knobs.get("generated_labeler"):
-        upstream["generated_labeler"] = knobs["generated_labeler"]
+    upstream = upstream_labelers(method_for(params, method, dataset))
     return fingerprint(to_json({
         "training": train_params(params, dataset, model, method),
         **{role: training_fingerprint(params, dataset, model, labeler, _seen | {method})
            for role, labeler in upstream.items()}}))
+
+
+def upstream_labelers(knobs: dict[str, Any]) -> dict[str, str]:
+    """The labelers a method's training reads (a method's resolved knobs), by role: the one
+    whose pseudo-labels it trains on and the one that labels its generated images."""
+    upstream = {}
+    if knobs.get("data") == "pseudo":
+        upstream["labeler"] = knobs["labeler"]
+    if knobs.get("generated") and knobs.get("generated_labeler"):
+        upstream["generated_labeler"] = knobs["generated_labeler"]
+    return upstream
 
 
 def evaluation_fingerprint(params: dict[str, Any], dataset: str) -> str:
@@ -217,14 +223,8 @@ PRIORITY = {"split": 50, "labeler": 40, "pseudo_label": 30, "on_labels_of_labele
 
 def labelers(params: dict[str, Any], dataset: str) -> set[str]:
     """The methods whose checkpoints other methods train on (pseudo-labels, generated images)."""
-    names = set()
-    for method in params["methods"]:
-        knobs = method_for(params, method, dataset)
-        if knobs.get("data") == "pseudo":
-            names.add(knobs["labeler"])
-        if knobs.get("generated") and knobs.get("generated_labeler"):
-            names.add(knobs["generated_labeler"])
-    return names
+    return {labeler for method in params["methods"]
+            for labeler in upstream_labelers(method_for(params, method, dataset)).values()}
 
 
 def job_priority(params: dict[str, Any], rule: str, dataset: str, method: str | None) -> int:

@@ -126,12 +126,19 @@ def get_checkpoint(wildcards):
     return paths.CHECKPOINT.format(**wildcards, name=name)
 
 
+def trained_method(wildcards):
+    """The method whose training a job is about: the labeler for pseudo_label, else the
+    method (None for a split)."""
+    return wildcards.get("labeler") or wildcards.get("method")
+
+
 @or_stop
 def get_training_fingerprint(wildcards):
     """The fingerprint of the training that made the checkpoint a job reads: a training change
     makes the job's outputs stale even where the checkpoint is missing (a failed retraining)."""
-    trained = wildcards.get("labeler") or wildcards.method  # pseudo_label: the labeler's
-    return wf.training_fingerprint(config, wildcards.dataset, wildcards.model, trained)
+    return wf.training_fingerprint(
+        config, wildcards.dataset, wildcards.model, trained_method(wildcards)
+    )
 
 
 def get_priority(rule):
@@ -139,8 +146,7 @@ def get_priority(rule):
     the labeler chains, robust models' attacks before the others'); outputs do not depend on it."""
 
     def priority(wildcards):
-        method = wildcards.get("labeler") or wildcards.get("method")
-        return wf.job_priority(config, rule, wildcards.dataset, method)
+        return wf.job_priority(config, rule, wildcards.dataset, trained_method(wildcards))
 
     return priority
 

@@ -53,8 +53,7 @@ def inspect(name: str, path: Path) -> NpzSummary:
         raise FileNotFoundError(f"no file {path}; give the .npz to add")
     data = check_dataset(Npz().read(name, {"path": str(path)}))
     labels = data.labels.numpy()
-    train = labels[: data.train_size] if data.train_size is not None else labels
-    images = data.images[: data.train_size] if data.train_size is not None else data.images
+    train, images = labels[: data.train_size], data.images[: data.train_size]  # None: all
     where = f"{path}"
     if int(images.max()) <= 1:
         raise ValueError(f"{where}: x_train's pixels are all 0 or 1, which reads as black; store "

@@ -145,9 +145,10 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     if part == "extra" and core_path is None:
         raise ValueError("--part extra reads the core metrics: pass --core FILE")
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    shard_dir = out.with_name(out.name + ".shards")
     guard_outputs({f"dataset {dataset}": raw_files(dataset, run.data), "--split": split_path,
                    "--checkpoint": checkpoint, "--core": core_path},
-                  {"--out": out}, {"shards": out.with_name(out.name + ".shards")})
+                  {"--out": out}, {"shards": shard_dir})
     check_writable(out)
     core = _core_result(core_path, (dataset, model, method, seed)) if part == "extra" else None
     split = load_split_of(split_path, dataset, seed)
@@ -164,7 +165,6 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     check_split_fits(split, len(source.labels), split_path)
     test = _evaluated_test_set(split, source.labels, evaluation)
     x, y = source.take(test, device)
-    shard_dir = out.with_name(out.name + ".shards")
     with output_lock(out, f"wscat evaluate {method} seed {seed} ({part})"):  # one writer
         started = time.perf_counter()
         configure_backend(device, deterministic=run.training["deterministic"])

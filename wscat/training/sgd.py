@@ -17,19 +17,12 @@ from typing import Any
 
 import torch
 
-_Optimizer = torch.optim.Optimizer
-
-
-def _unwrapped(function: Callable[..., Any]) -> Callable[..., Any]:
-    """The function under torch's decorators (each sets __wrapped__ with functools.wraps)."""
-    return inspect.unwrap(function)
-
-
-_ADD_PARAM_GROUP = _unwrapped(_Optimizer.add_param_group)
-_ZERO_GRAD = _unwrapped(_Optimizer.zero_grad)
-_STATE_DICT = _unwrapped(_Optimizer.state_dict)
-_LOAD_STATE_DICT = _unwrapped(_Optimizer.load_state_dict)
-_STEP = _unwrapped(torch.optim.SGD.step)
+# The functions under torch's decorators (each sets __wrapped__ with functools.wraps).
+_ADD_PARAM_GROUP = inspect.unwrap(torch.optim.Optimizer.add_param_group)
+_ZERO_GRAD = inspect.unwrap(torch.optim.Optimizer.zero_grad)
+_STATE_DICT = inspect.unwrap(torch.optim.Optimizer.state_dict)
+_LOAD_STATE_DICT = inspect.unwrap(torch.optim.Optimizer.load_state_dict)
+_STEP = inspect.unwrap(torch.optim.SGD.step)
 
 
 class SGD(torch.optim.SGD):

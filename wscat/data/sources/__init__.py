@@ -87,12 +87,12 @@ def check_dataset(data: ImageDataset) -> ImageDataset:
     if data.images.is_floating_point() and not bool(torch.isfinite(data.images).all()):
         raise DatasetUnavailable(f"{where}: some pixels are NaN or infinite; fix the images "
                                  "(pixels lie in [0, 1] or 0..255)")
-    train = data.labels[: data.train_size] if data.train_size is not None else data.labels
+    train = data.labels[: data.train_size]  # None: every image
     classes = int(torch.unique(train).numel())
     if classes < 2 or data.num_classes < 2:
         raise DatasetUnavailable(f"{where}: its training images hold {classes} class(es); a "
                                  "classifier needs at least two")
-    images = data.images[: data.train_size] if data.train_size is not None else data.images
+    images = data.images[: data.train_size]
     flat = images.transpose(0, 1).reshape(images.shape[1], -1)
     constant = [c for c in range(flat.shape[0]) if bool(flat[c].min() == flat[c].max())]
     if constant:
