@@ -101,6 +101,10 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     batch = run.evaluation["batch_size"]
     if args.worker == "library" and args.library_batch:
         batch = args.library_batch
+    if args.worker == "wscat" and args.forward == "folded-bn":
+        from forward_variants import fold_batch_norm
+
+        net = fold_batch_norm(net)
     logits = LogitsOnly(net).eval()
     if args.worker == "wscat":
         with torch.no_grad():
@@ -142,7 +146,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     with torch.no_grad():
         robust = (logits(x_adv).argmax(1) == y).tolist()
     return {"path": args.worker, "attacks": spent, "total": total, "n_examples": len(x),
-            "batch_size": batch,
+            "batch_size": batch, "forward": args.forward if args.worker == "wscat" else "eager",
             "robust": "".join("1" if r else "0" for r in robust),
             "x_adv_sha": __import__("hashlib").sha256(x_adv.cpu().numpy().tobytes()).hexdigest()}
 
@@ -151,7 +155,8 @@ def _run_worker(args: argparse.Namespace, path: str, method: str, seed: int) -> 
     command = [sys.executable, __file__, "--worker", path, "--results", str(args.results),
                "--params", str(args.params), "--dataset", args.dataset, "--model", args.model,
                "--method", method, "--seed", str(seed), "--threads", str(args.threads),
-               "--device", args.device, "--library-batch", str(args.library_batch or 0)]
+               "--device", args.device, "--library-batch", str(args.library_batch or 0),
+               "--forward", args.forward]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         sys.exit(f"{path} run of {method} seed {seed} failed:\n{done.stderr[-2000:]}")
@@ -178,10 +183,14 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
              "brackets. `points`: the examples the attack ran on (AutoAttack attacks only the "
              "points still robust).",
              ""]
+    if args.forward != "eager":
+        lines[-1:-1] = [f"- wscat's path ran the model with the `{args.forward}` forward "
+                        "(benchmarks/forward_variants.py): another rounding of the same "
+                        "function, so flags may differ; the page counts them."]
     header = ["model", "attack", "points", "library s", "wscat s", "wscat / library (CPU)"]
     lines += [_row(header), _row(["---"] * 2 + ["---:"] * 4)]
     totals = {p: {"wall_s": 0.0, "cpu_s": 0.0} for p in PATHS}
-    identical = True
+    identical, compared, moved = True, 0, 0  # compared/moved: runs in another layout or forward
     for run in runs:
         lib, new = run["library"], run["wscat"]
         name = f"{run['method']} seed {run['seed']}"
@@ -200,15 +209,19 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
                 totals[path][key] += result["total"][key]
         same = lib["robust"] == new["robust"] and lib["x_adv_sha"] == new["x_adv_sha"]
         layouts = (lib.get("batch_size"), new.get("batch_size"))
-        identical &= same or layouts[0] != layouts[1]
+        forward = new.get("forward", "eager")
+        elsewhere = layouts[0] != layouts[1] or forward != "eager"
+        identical &= same or elsewhere
         lines.append(_row([name, "**whole AutoAttack**", str(lib["n_examples"]),
                            f"{lib['total']['wall_s']:.1f} ({lib['total']['cpu_s']:.1f})",
                            f"{new['total']['wall_s']:.1f} ({new['total']['cpu_s']:.1f})",
                            f"{new['total']['cpu_s'] / lib['total']['cpu_s']:.2f}"]))
-        if layouts[0] != layouts[1]:
+        if elsewhere:
             changed = sum(a != b for a, b in zip(lib["robust"], new["robust"]))
-            verdict = (f"batches of {layouts[0]} against {layouts[1]}: {changed} flags differ "
-                       f"({new['robust'].count('1')} robust)")
+            compared, moved = compared + 1, moved + changed
+            how = (f"batches of {layouts[0]} against {layouts[1]}" if layouts[0] != layouts[1]
+                   else f"wscat's forward {forward}")
+            verdict = f"{how}: {changed} flags differ ({new['robust'].count('1')} robust)"
         else:
             verdict = "identical" if same else "**DIFFER**"
         lines.append(_row([name, "robust flags, adversarial images",
@@ -217,9 +230,15 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
     lines += ["", f"All models: library {lib['wall_s']:.1f} s ({lib['cpu_s']:.1f} s CPU), wscat "
               f"{new['wall_s']:.1f} s ({new['cpu_s']:.1f} s CPU): "
               f"{100 * new['cpu_s'] / max(lib['cpu_s'], 1e-9):.0f}% of the library's CPU time, "
-              f"{100 * new['wall_s'] / max(lib['wall_s'], 1e-9):.0f}% of its wall time. Robust "
-              f"flags and adversarial images {'identical' if identical else 'NOT identical'} "
-              f"on every model run in the same batches.", ""]
+              f"{100 * new['wall_s'] / max(lib['wall_s'], 1e-9):.0f}% of its wall time."]
+    if compared < len(runs):
+        lines[-1] += (f" Robust flags and adversarial images "
+                      f"{'identical' if identical else 'NOT identical'} on every model run in "
+                      "the same batches and forward.")
+    if compared:
+        lines[-1] += (f" On the {compared} model(s) run in another batch layout or forward, "
+                      f"{moved} robust flag(s) differ.")
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -243,6 +262,10 @@ def main() -> None:
                              "as wscat's). The proxy's old layout was 500 (two shards of 500); "
                              "another layout gives images other random starts, so flags may "
                              "differ: the page says so")
+    parser.add_argument("--forward", choices=("eager", "folded-bn"), default="eager",
+                        help="wscat's path only: folded-bn folds each batch norm into its "
+                             "convolution (benchmarks/forward_variants.py), another rounding, so "
+                             "the page counts the flags that differ")
     parser.add_argument("--tag", default="cpu")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--worker", choices=PATHS, help=argparse.SUPPRESS)
@@ -254,6 +277,7 @@ def main() -> None:
         print(json.dumps(worker(args)))
         return
     if args.profile:
+        args.profile.parent.mkdir(parents=True, exist_ok=True)  # before the minute of attacks
         args.worker, args.method, args.seed = "wscat", args.methods[0], args.seeds[0]
         worker(args)
         print(f"profile written to {args.profile}")
