@@ -3,13 +3,16 @@ other line of params.yaml kept, the defaults follow the data, and a bad npz writ
 from __future__ import annotations
 
 import difflib
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from wscat import cli
 from wscat.config import ConfigError, load_params
+from wscat.data.sources import archive_status, load_dataset
 from wscat.steps import add_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +32,9 @@ def npz(path: Path, n: int = 400, classes: int = 4, size: int = 32, test: bool =
     return path
 
 
-def test_blocks_go_to_the_end_of_their_sections_and_nothing_else_changes(tmp_path: Path) -> None:
+def test_blocks_go_to_the_end_of_their_sections_and_nothing_else_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the repository root, where params.yaml lies and steps run
     params = tmp_path / "params.yaml"
     original = (ROOT / "params.yaml").read_text()
     params.write_text(original)
@@ -82,3 +87,58 @@ def test_a_bad_npz_writes_nothing(tmp_path: Path, make, mentions: str) -> None:
         add_dataset.run(params, "bad", tmp_path / "bad.npz")
     assert params.read_text() == (ROOT / "params.yaml").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npz", "params.yaml"]
+
+
+@pytest.mark.parametrize("where", ["under-the-root", "beside-the-out-file"])
+def test_out_elsewhere_stores_a_path_the_steps_find(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    where: str) -> None:
+    """--out in another folder: the path is read relative to the current folder (the repository
+    root, where the steps and Snakemake run), never to the folder of the file written."""
+    root, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    (root / "data").mkdir(parents=True)
+    elsewhere.mkdir()
+    params = root / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    data = npz((root / "data" if where == "under-the-root" else elsewhere) / "mine.npz", n=100)
+    monkeypatch.chdir(root)
+    out = add_dataset.run(Path("params.yaml"), "mine", data.relative_to(root)
+                          if where == "under-the-root" else data, out=elsewhere / "other.yaml")
+    assert out == elsewhere / "other.yaml" and params.read_text() == (ROOT / "params.yaml").read_text()
+    entry = load_params(out)["datasets"]["mine"]
+    assert entry["path"] == ("data/mine.npz" if where == "under-the-root" else str(data.resolve()))
+    assert archive_status("mine", entry) is None  # Snakemake's dry-run check
+    loaded = load_dataset("mine", entry)  # as the split step reads it (md5 checked)
+    assert loaded.train_size == 80 and loaded.num_classes == 4
+
+
+def cli_error(capsys: pytest.CaptureFixture[str], path: Path) -> str:
+    """`wscat add-dataset bad PATH` in-process with warnings as errors: its one stderr line."""
+    (path.parent / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a printed warning would be a second line
+        code = cli.main(["add-dataset", "bad", str(path), "--params",
+                         str(path.parent / "params.yaml")])
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert code == 2 and len(lines) == 1 and not captured.out, captured.err
+    assert (path.parent / "params.yaml").read_text() == (ROOT / "params.yaml").read_text()
+    return lines[0]
+
+
+@pytest.mark.parametrize("test", [False, True], ids=["no-test-part", "empty-test-part"])
+def test_an_empty_npz_gets_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    test: bool) -> None:
+    empty = dict(x_train=np.zeros((0, 8, 8, 1), np.uint8), y_train=np.zeros(0, np.int64))
+    np.savez(tmp_path / "empty.npz", **empty, **(dict(x_test=empty["x_train"],
+                                                      y_test=empty["y_train"]) if test else {}))
+    assert "x_train is empty" in cli_error(capsys, tmp_path / "empty.npz")
+
+
+def test_a_test_label_beyond_the_training_classes_blames_y_test(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    x = pixels((200, 8, 8, 1))
+    np.savez(tmp_path / "t.npz", x_train=x[:160], y_train=np.arange(160) % 10, x_test=x[160:],
+             y_test=np.arange(40) % 11)  # y_test holds 10; y_train 0..9
+    line = cli_error(capsys, tmp_path / "t.npz")
+    assert "y_test" in line and "class 10" in line and "0..9" in line, line
+    assert "training images have no class" not in line

@@ -205,7 +205,11 @@ def test_add_dataset_refuses_bad_input_and_writes_nothing(tmp_path: Path,
     np.savez(workdir / "three.npz", x_train=x, y_train=np.arange(30) % 3)
     np.savez(workdir / "unit.npz", x_train=(np.arange(30 * 64) % 2).astype(np.uint8).reshape(
         30, 8, 8, 1), y_train=np.arange(30) % 4)
+    np.savez(workdir / "empty.npz", x_train=x[:0], y_train=np.zeros(0, np.int64))
+    np.savez(workdir / "beyond.npz", x_train=x, y_train=np.arange(30) % 4, x_test=x[:5],
+             y_test=np.arange(5))  # y_test holds class 4, y_train only 0..3
     cases = [(["floats", "floats.npz"], "float32"), (["gap", "gap.npz"], "no class 1"),
+             (["empty", "empty.npz"], "x_train is empty"), (["beyond", "beyond.npz"], "(y_test)"),
              (["three", "three.npz"], "at least 4"),
              (["unit", "unit.npz"], "value * 255"), (["digits", "toy.npz"], "already exists"),
              (["Toy", "toy.npz"], "not a dataset name"), (["toy", "absent.npz"], "absent.npz")]
@@ -231,6 +235,26 @@ def test_add_dataset_without_a_test_part_holds_one_out(tmp_path: Path, env: dict
     with np.load(workdir / "results/splits/mine/seed1.npz") as split:
         labelled = set(split["labelled"]) | set(split["validation"])  # 6 a class (10% of 60)
         assert len(split["test"]) == 60 and len(labelled) == 24
+
+
+def test_add_dataset_out_elsewhere_works_with_configfile(tmp_path: Path,
+                                                         env: dict[str, str]) -> None:
+    """docs/workflow.md: `--out other.yaml` writes a copy that `snakemake --configfile
+    other.yaml` (run from the repository root) builds from, wherever the copy and the npz lie."""
+    workdir = fresh_clone(tmp_path / "clone", demo_params())
+    original = (workdir / "params.yaml").read_bytes()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write_npz(outside / "good.npz")
+    added = ok([str(BIN / "wscat"), "add-dataset", "mydig", str(outside / "good.npz"), "--out",
+                str(outside / "o2.yaml")], workdir, env)
+    command = f"snakemake -n --configfile {outside / 'o2.yaml'} -- results/tables/mydig.tex"
+    assert command in added.stdout and (workdir / "params.yaml").read_bytes() == original
+    assert yaml.safe_load((outside / "o2.yaml").read_text())["datasets"]["mydig"]["path"] == str(
+        (outside / "good.npz").resolve())
+    dry = ok(snakemake("-n", "--configfile", str(outside / "o2.yaml"), "--",
+                       "results/tables/mydig.tex"), workdir, env)
+    assert job_counts(dry.stdout)["split"] == 3
 
 
 def test_your_own_npz_to_a_table_as_documented(tmp_path: Path, env: dict[str, str]) -> None:

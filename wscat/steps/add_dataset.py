@@ -64,6 +64,11 @@ def inspect(name: str, path: Path) -> NpzSummary:
                          f"targeted DLR loss) needs at least {MIN_CLASSES}")
     counts = np.bincount(train, minlength=data.num_classes)
     missing = [k for k, n in enumerate(counts) if n == 0]
+    beyond = [k for k in missing if k > train.max()]  # only y_test can hold those
+    if beyond:
+        raise ValueError(f"{where}: the test labels (y_test) hold class {beyond[0]}, which the "
+                         f"training labels (y_train, classes 0..{int(train.max())}) lack; fix "
+                         "those test labels, or drop their images from x_test and y_test")
     if missing:
         raise ValueError(f"{where}: the training images have no class {missing[0]}; labels run "
                          f"0..K-1 (K = {data.num_classes} here) and every class needs training "
@@ -181,12 +186,13 @@ def insert(text: str, section: str, block: list[str]) -> str:
     return "".join(lines[:end] + added + lines[end:])
 
 
-def _stored_path(npz: Path, params_file: Path) -> str:
-    """The npz as the params file names it: relative to the file's folder (where Snakemake and
-    the steps run) when it lies below it, absolute otherwise."""
+def _stored_path(npz: Path) -> str:
+    """The npz as the params file names it: the steps and Snakemake open `datasets.NAME.path`
+    relative to the current folder (the repository root, wherever the params file lies), so
+    relative to it when the npz lies below it, absolute otherwise."""
     resolved = npz.resolve()
     try:
-        return resolved.relative_to(params_file.resolve().parent).as_posix()
+        return resolved.relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
         return str(resolved)
 
@@ -207,7 +213,7 @@ def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Pat
     summary = inspect(name, npz)
     text = params_file.read_text()
     target = out or params_file
-    for section, block in blocks(name, _stored_path(npz, target), md5_of(npz), summary,
+    for section, block in blocks(name, _stored_path(npz), md5_of(npz), summary,
                                  params).items():
         text = insert(text, section, block)
     with atomic_path(target) as tmp:

@@ -87,6 +87,9 @@ class Npz:
                     raise ValueError(f"no {', '.join(absent)}; expected keys {', '.join(KEYS)} "
                                      f"(or no {' and no '.join(TEST_KEYS)}: no test part)")
                 x_train = _channels_first(data["x_train"], "x_train")
+                if not x_train.size:  # before the statistics, which would divide by 0
+                    raise ValueError(f"x_train is empty (shape {data['x_train'].shape}); store "
+                                     "the training images there, N x H x W x C with N, H, W > 0")
                 y_train = _labels(data["y_train"], "y_train", len(x_train))
                 if no_test:
                     x_test, y_test = x_train[:0], y_train[:0]
