@@ -16,7 +16,7 @@ QUIET_PIP = 2> >(grep -v '^WARNING: Location .* is ignored' >&2)
 SNAKEMAKE = $(VENV)/bin/snakemake --cores 2 --
 # Record in dvc.lock what Snakemake built for a dvc.yaml stage, so that `dvc status` agrees with
 # it and `git add dvc.lock` has a file to add (docs/workflow.md, "DVC"); a copy outside git skips it.
-DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; $(VENV)/bin/dvc commit --force --quiet
+DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; $(VENV)/bin/dvc commit --force
 
 .PHONY: venv demo table2-digits ablation-digits paper-digits readme report test test-fast \
 	test-slurm clean

@@ -115,6 +115,15 @@ def test_csv_and_summary_match_hand_computed(tmp_path: Path) -> None:
     assert summary["trades"]["PGD"] == 42.0 and summary["standard"]["Natural"] == 98.5
 
 
+def test_one_seed_leaves_the_csv_std_empty(tmp_path: Path) -> None:
+    """A single seed has no spread: the .csv says nothing (as reported.csv), not 0.00."""
+    paths = build(tmp_path, make_metrics(tmp_path / "metrics", seeds=SEEDS[:1]))
+    with paths["csv_path"].open(newline="") as handle:
+        records = list(csv.DictReader(handle))
+    assert records and all(r["std"] == "" and r["n_seeds"] == "1" for r in records)
+    assert all(r["mean"] for r in records)
+
+
 def test_summarise_uses_the_sample_std() -> None:
     import pandas as pd
     frame = pd.DataFrame({"method": ["m"] * 2, "seed": [1, 2], "metric": ["PGD"] * 2, "value": [1.0, 3.0]})

@@ -305,3 +305,29 @@ def test_dvc_repro_reruns_only_the_changed_method(tiny_run, env: dict[str, str])
     assert keys and {key.partition(".")[0] for key in keys} <= {"wscat", "wscat-sup"}, diff.stdout
     shown = run([dvc, "metrics", "diff"], workdir, env).stdout
     assert "wscat." in shown, shown
+
+
+@pytest.mark.slow
+def test_a_metrics_file_a_failed_job_removed_is_rebuilt_with_its_table(tiny_run, env) -> None:
+    """Snakemake leaves a finished table alone when one of its inputs was deleted since (a failed
+    or interrupted evaluation deletes its metrics file); wscat.rebuild makes the table re-run,
+    which rebuilds the metrics first, and then nothing re-runs twice."""
+    workdir, result = tiny_run
+    assert result.returncode == 0, "the README line failed; see test_readme_line_builds_the_table"
+    metrics = workdir / "results/metrics/digits/cnn/trades/seed1.json"
+    table = workdir / "results/tables/digits.md"
+    def numbers() -> tuple:
+        record = json.loads(metrics.read_text())
+        return record["accuracy"], record["per_image"], table.read_text()
+
+    before = numbers()
+    metrics.unlink()
+    dry = run(["snakemake", "-n", *README_LINE[1:]], workdir, env)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert job_counts(dry.stdout) == {"evaluate": 1, "table": 1}, dry.stdout[-3000:]
+    assert "results/metrics/digits/cnn/trades/seed1.json is missing" in dry.stderr, dry.stderr
+    done = run(README_LINE, workdir, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert numbers() == before  # the same evaluation, bit for bit
+    again = run(["snakemake", "-n", *README_LINE[1:]], workdir, env)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-2000:]

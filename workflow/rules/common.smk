@@ -12,6 +12,7 @@ from wscat import workflow as wf
 from wscat.config import ConfigError, evaluation_for
 from wscat.report import paper as paper_files
 from wscat.report import labels
+from wscat.rebuild import rebuild_token
 
 
 wildcard_constraints:
@@ -166,9 +167,33 @@ def get_table_params(wildcards):
     return wf.to_json(get_experiment(wildcards))
 
 
+def recorded(path):
+    """Whether Snakemake holds a record of `path` (.snakemake/metadata), which it needs to compare
+    a job's params; True where the run has no such records to ask."""
+    from snakemake.io import IOFile
+
+    persistence = getattr(workflow, "persistence", None)
+    try:
+        return persistence is None or persistence.metadata(IOFile(path)) is not None
+    except Exception:  # noqa: BLE001 - Snakemake's internals moved: assume a record, as before
+        return True
+
+
+def get_table_rebuild(wildcards):
+    """Changes when the table exists and a metrics file it aggregates does not (wscat.rebuild)."""
+    return rebuild_token(expand(paths.TABLE_TEX, experiment=wildcards.experiment),
+                         get_experiment_metrics(wildcards), recorded=recorded)
+
+
 @or_stop
 def get_paper_table_input(wildcards):
     return paper_files.table_inputs(config, wildcards.tier, wildcards.label)
+
+
+def get_paper_table_rebuild(wildcards):
+    """Changes when the paper table exists and an input it reads does not (wscat.rebuild)."""
+    return rebuild_token(expand(paths.PAPER_TABLE_TEX, tier=wildcards.tier, label=wildcards.label),
+                         get_paper_table_input(wildcards), recorded=recorded)
 
 
 @or_stop

@@ -26,6 +26,7 @@ rule paper_table:
     params:
         params_file=PARAMS,
         config=get_paper_section,
+        rebuild=get_paper_table_rebuild,
     shell:
         "wscat paper-table --params {params.params_file} --tier {wildcards.tier}"
         " --label {wildcards.label} --tex {output.tex} --csv {output.csv} > {log} 2>&1"

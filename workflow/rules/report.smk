@@ -29,6 +29,7 @@ rule table:
     params:
         params_file=PARAMS,
         experiment=get_table_params,
+        rebuild=get_table_rebuild,
     shell:
         "wscat table --params {params.params_file} --experiment {wildcards.experiment}"
         " --tex {output.tex} --csv {output.csv} --summary {output.summary} --md {output.md}"

@@ -30,7 +30,9 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({**row, "mean": _fmt(row["mean"]), "std": _fmt(row["std"])})
+        # One seed has no spread: an empty std, as reported.csv leaves the paper's.
+        std = row["std"] if row.get("n_seeds", 2) > 1 else None
+        writer.writerow({**row, "mean": _fmt(row["mean"]), "std": _fmt(std)})
     return out.getvalue()
 
 

@@ -237,10 +237,12 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
 
 def _long_csv(summary: pd.DataFrame, *, experiment: str, dataset: str, model: str,
               display_names: Mapping[str, str], order: Sequence[str]) -> str:
-    """The long .csv (as reported.csv, plus n_seeds), metrics in the order of the table."""
+    """The long .csv (as reported.csv, plus n_seeds), metrics in the order of the table. One
+    seed has no spread: its std is left empty, as reported.csv leaves the paper's."""
     long = summary.assign(table=experiment, dataset=dataset, model=model,
                           method=summary["method"].map(display_names),
-                          mean=summary["mean"].round(2), std=summary["std"].round(2))
+                          mean=summary["mean"].round(2),
+                          std=summary["std"].where(summary["n_seeds"] > 1).round(2))
     long = long.sort_values("metric", key=lambda metric: metric.map(order.index), kind="stable")
     return long[["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]].to_csv(
         index=False, float_format="%.2f", lineterminator="\n")
