@@ -6,7 +6,6 @@ JSON schema cannot express (cross-references between sections).
 from __future__ import annotations
 
 import math
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from wscat.schema_messages import schema_message
+from wscat.strict_yaml import DuplicateKeyError, StrictLoader
 from wscat.sweeps import expand_paper
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "params.schema.yaml"
@@ -31,122 +32,6 @@ def load_schema() -> dict[str, Any]:
 
 def _where(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "<top level>"
-
-
-# --- schema errors as a line that says what to write -------------------------------------------
-
-# A number as a person writes it; YAML 1.1 (PyYAML, Snakemake, DVC) reads some of these as text:
-# 1e-4 and 1e9 (its floats need a dot and a signed exponent), or anything quoted.
-_NUMBER_TEXT = re.compile(r"([-+]?)(\d+\.?\d*|\.\d+)(?:[eE]([-+]?)(\d+))?")
-_TYPE_NAMES = {"null": "null", "integer": "an integer", "number": "a number",
-               "string": "a string", "boolean": "true or false", "object": "a mapping",
-               "array": "a list"}
-_BOUNDS = (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
-           ("exclusiveMaximum", "<"))
-
-
-def _shown(value: Any) -> str:
-    """A value as YAML spells it (null, true), short."""
-    if value is None or isinstance(value, bool):
-        return yaml.safe_dump(value).split("\n")[0]
-    if isinstance(value, (dict, list)):
-        return "a mapping" if isinstance(value, dict) else "a list"
-    return repr(value)
-
-
-def _resolved(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
-    """`schema` with its local `$ref` ("#/$defs/name") laid under it."""
-    if not isinstance(schema, dict):
-        return {}
-    ref = schema.get("$ref")
-    if not isinstance(ref, str) or not ref.startswith("#/"):
-        return schema
-    target: Any = root
-    for part in ref[2:].split("/"):
-        target = target.get(part, {}) if isinstance(target, dict) else {}
-    rest = {key: value for key, value in schema.items() if key != "$ref"}
-    return {**_resolved(target, root), **rest}
-
-
-def _expected(schema: Any, root: dict[str, Any]) -> str:
-    """What a schema accepts, in a few words ("null or an integer >= 1")."""
-    schema = _resolved(schema, root)
-    if "const" in schema:
-        return _shown(schema["const"])
-    if "enum" in schema:
-        return "one of " + ", ".join(_shown(value) for value in schema["enum"])
-    branches = schema.get("oneOf") or schema.get("anyOf")
-    if "type" not in schema and branches:
-        return " or ".join(_expected(branch, root) for branch in branches)
-    kinds = schema.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
-    text = " or ".join(_TYPE_NAMES.get(kind, kind) for kind in kinds) or "another value"
-    bounds = [f"{sign} {schema[key]}" for key, sign in _BOUNDS if key in schema]
-    if bounds:
-        text += " " + " and ".join(bounds)
-    if "pattern" in schema:
-        text += f" matching {schema['pattern']}"
-    return text
-
-
-def _wants_integer(schema: Any, root: dict[str, Any]) -> bool:
-    """The schema (or one of its branches) takes integers but no other numbers."""
-    schema = _resolved(schema, root)
-    kinds = schema.get("type")
-    kinds = {kinds} if isinstance(kinds, str) else set(kinds or [])
-    for branch in schema.get("oneOf") or schema.get("anyOf") or []:
-        branch = _resolved(branch, root)
-        kind = branch.get("type")
-        kinds |= {kind} if isinstance(kind, str) else set(kind or [])
-    return "integer" in kinds and "number" not in kinds
-
-
-def number_hint(text: str, integer: bool = False) -> str | None:
-    """How to write `text`, a number YAML 1.1 reads as text (1e-4, 1e9, "0.5"), so that it reads
-    as a number: "1.0e-4", "1.0e+9", "0.5"; None if `text` is no number."""
-    match = _NUMBER_TEXT.fullmatch(text.strip())
-    if match is None:
-        return None
-    sign, mantissa, exponent_sign, exponent = match.groups()
-    value = float(match[0])
-    if integer and value.is_integer() and abs(value) <= 2**63:
-        return str(int(value))
-    if exponent is None:
-        written = f"{sign}{mantissa}"
-    else:
-        mantissa = f"0{mantissa}" if mantissa.startswith(".") else mantissa
-        mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
-        mantissa = f"{mantissa}0" if mantissa.endswith(".") else mantissa
-        written = f"{sign}{mantissa}e{exponent_sign or '+'}{exponent}"
-    if isinstance(yaml.safe_load(written), (int, float)):
-        return written
-    return repr(value)  # Python's own spelling (0.0001, 1e+20) reads as a number in YAML 1.1
-
-
-def schema_message(error: jsonschema.ValidationError, root: dict[str, Any]) -> str:
-    """A schema error's message, saying what to write where jsonschema's own does not: a number
-    YAML reads as text ('1e-4'), or a value none of a oneOf/anyOf's branches takes."""
-    instance = error.instance
-    if error.validator in ("type", "oneOf", "anyOf") and isinstance(instance, str):
-        integer = (_wants_integer(error.schema, root) if error.validator != "type"
-                   else _wants_integer({"type": error.validator_value}, root))
-        written = number_hint(instance, integer)
-        if written is not None:
-            if written == instance.strip() or "e" not in instance.lower():
-                how = f"write {written} without quotes"  # it was quoted
-            elif "." in written:
-                how = f"write {written} (YAML 1.1 needs a dot and a signed exponent)"
-            else:
-                how = f"write {written}"
-            return f"{instance!r} is read as text by YAML: {how}"
-    if error.validator in ("oneOf", "anyOf") and error.context:
-        message = f"{_shown(instance)} is not valid: give {_expected(error.schema, root)}"
-        description = error.schema.get("description") if isinstance(error.schema, dict) else None
-        if isinstance(description, str) and "\n" not in description.strip() \
-                and len(description) <= 100:
-            message += f" ({description.strip()})"
-        return message
-    return error.message
 
 
 # What the code can represent: seeds are numpy/torch seeds (0..2^32-1), every other integer (a
@@ -358,65 +243,6 @@ def yaml_error_line(error: yaml.YAMLError) -> str:
     context = getattr(error, "context", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     return f"{where}{problem}" + (f" ({context})" if context else "")
-
-
-class DuplicateKeyError(yaml.YAMLError):
-    """A key given twice in one mapping (PyYAML, Snakemake and DVC keep the last one silently)."""
-
-
-def _node_paths(node: yaml.Node, path: str, paths: dict[yaml.Node, str]) -> None:
-    """The dotted path of every mapping node under `node` (iteratively: no recursion limit)."""
-    stack = [(node, path)]
-    while stack:
-        node, path = stack.pop()
-        if node in paths:  # an alias of a node already seen
-            continue
-        paths[node] = path
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
-                stack.append((value, f"{path}.{name}" if path else str(name)))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((value, f"{path}.{index}" if path else str(index))
-                         for index, value in enumerate(node.value))
-
-
-class StrictLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a key given twice in one mapping (DuplicateKeyError, with the
-    key's dotted path and both lines), instead of keeping the last value silently."""
-
-    def construct_document(self, node: yaml.Node) -> Any:
-        self._paths: dict[yaml.Node, str] = {}
-        _node_paths(node, "", self._paths)
-        return super().construct_document(node)
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, tuple[yaml.Node, yaml.Node]] = {}
-            for key_node, value_node in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    first = seen.setdefault(key, (key_node, value_node))
-                except TypeError:  # an unhashable key: SafeLoader's own error says so
-                    continue
-                if first[0] is not key_node:
-                    raise DuplicateKeyError(self._duplicate(node, key, first, (key_node, value_node)))
-        return super().construct_mapping(node, deep=deep)
-
-    def _duplicate(self, node: yaml.MappingNode, key: Any,
-                   *entries: tuple[yaml.Node, yaml.Node]) -> str:
-        parent = getattr(self, "_paths", {}).get(node, "")
-        where = f"{parent}.{key}" if parent else str(key)
-
-        def entry(key_node: yaml.Node, value_node: yaml.Node) -> str:
-            value = (f" ({value_node.value})" if isinstance(value_node, yaml.ScalarNode)
-                     and len(value_node.value) <= 40 else "")
-            return f"line {key_node.start_mark.line + 1}{value}"
-
-        return (f"duplicate key {where}: given on {' and on '.join(entry(*e) for e in entries)}; "
-                "keep one (YAML readers such as Snakemake and DVC silently use the last)")
 
 
 def read_yaml(path: str | Path) -> Any:

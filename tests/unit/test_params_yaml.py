@@ -16,8 +16,9 @@ from tests.conftest import BIN
 from tests.helpers.tiny import ROOT
 from tests.workflow.test_workflow import copy_workflow, real_params
 from wscat import api, cli
-from wscat.config import (ConfigError, DuplicateKeyError, StrictLoader, load_params,
-                          number_hint, stop_on_bad_yaml, validate_params)
+from wscat.config import ConfigError, load_params, stop_on_bad_yaml, validate_params
+from wscat.schema_messages import number_hint
+from wscat.strict_yaml import DuplicateKeyError, StrictLoader
 
 REAL = (ROOT / "params.yaml").read_text()
 SPLIT = ["split", "--dataset", "digits", "--seed", "1", "--out", "out/s.npz"]
