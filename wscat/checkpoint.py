@@ -6,16 +6,17 @@ from __future__ import annotations
 import errno
 import os
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from wscat.errors import first_line
+from wscat.file_kinds import KIND_NAMES, file_kind
 from wscat.io import atomic_path, disk_full
 
 FORMAT = "wscat-checkpoint-v1"
+CHECKPOINT_HINT = "results/models/DATASET/MODEL/METHOD/seedN/best.pt"
 
 
 class CheckpointError(ValueError):
@@ -79,11 +80,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # torch raises several types for truncated or foreign files
-        raise CheckpointError(f"checkpoint {path} cannot be read ({_load_problem(path, error)}); "
-                              "it is truncated or not a wscat checkpoint: delete it and retrain"
-                              ) from error
+        raise CheckpointError(_unreadable_line(path, error)) from error
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a {FORMAT} file; delete it and retrain")
+        raise CheckpointError(f"{path} is a PyTorch file but not a {FORMAT} file (a bare state "
+                              "dict, e.g. `wscat export`'s, or another program's); pass a run's "
+                              f"best.pt ({CHECKPOINT_HINT})")
     if not isinstance(state.get("meta"), dict):
         raise CheckpointError(f"{path} has no metadata; delete it and retrain")
     bad = nonfinite({k: v for k, v in state.items() if k != "meta"})
@@ -94,13 +95,46 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return state
 
 
-def _load_problem(path: Path, error: BaseException) -> str:
-    """Why torch.load failed, in words that never advise loading the file unsafely."""
+def checkpoint_meta(path: str | Path) -> dict[str, Any]:
+    """The metadata of a checkpoint, read without loading its tensors (memory-mapped, so a
+    paper-size resume/last.pt costs nothing); CheckpointError when it is not a readable wscat
+    checkpoint."""
+    path = Path(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:  # noqa: BLE001 - as load_checkpoint
+        raise CheckpointError(_unreadable_line(path, error)) from error
+    if not isinstance(state, dict) or state.get("format") != FORMAT \
+            or not isinstance(state.get("meta"), dict):
+        raise CheckpointError(f"{path} is not a {FORMAT} file with metadata")
+    return state["meta"]
+
+
+def _unreadable_line(path: Path, error: BaseException) -> str:
+    """Why torch.load failed on `path`, in words that never advise loading the file unsafely,
+    nor deleting a file that is not a damaged checkpoint (another kind of wscat file, or a
+    foreign one, is someone's valid input); torch's own message stays out of the line."""
+    found = file_kind(path)
+    if found.kind not in (None, "checkpoint") and not found.damaged:
+        what = (f"an .npz of other arrays ({', '.join(found.names[:6])})" if found.kind == "npz"
+                else KIND_NAMES[found.kind])
+        return f"{path} is {what}, not a checkpoint: pass a run's best.pt ({CHECKPOINT_HINT})"
     if "weights only" in str(error).lower() or "weights_only" in str(error):
-        return "it holds Python objects beyond tensors, which a safe load refuses"
-    if not zipfile.is_zipfile(path):
-        return "not a PyTorch zip archive"
-    return f"{type(error).__name__}: {first_line(error)}"
+        return (f"checkpoint {path} cannot be read (it holds Python objects beyond tensors, "
+                "which a safe load refuses): it is not a wscat checkpoint; pass a run's best.pt "
+                f"({CHECKPOINT_HINT})")
+    if found.kind == "checkpoint":  # a PyTorch archive that does not load: cut short or damaged
+        state = "truncated" if found.damaged else "damaged"
+        return (f"checkpoint {path} cannot be read: it is a {state} PyTorch archive; delete it "
+                "and retrain (`wscat train`)")
+    if path.stat().st_size == 0:
+        return (f"checkpoint {path} cannot be read (it is empty): pass a run's best.pt "
+                f"({CHECKPOINT_HINT}), or delete it and retrain")
+    what = "a damaged zip archive of other files" if found.damaged else "not a PyTorch zip archive"
+    return (f"checkpoint {path} cannot be read ({what}): it is not a wscat checkpoint; pass a "
+            f"run's best.pt ({CHECKPOINT_HINT})")
 
 
 def model_spec(meta: dict[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from typing import Any, NamedTuple
 
 from wscat import __version__
 from wscat.config import SEED_MAX, ConfigError, load_params
-from wscat.device import DEVICE_ENV
+from wscat.device import DEVICE_ENV, device_default
 from wscat.errors import DEBUG_ENV, INTERRUPTED, debug_requested, describe, exit_code, first_line
+from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock
 from wscat.memory import keep_freed_memory
 
@@ -29,6 +30,20 @@ class Command(NamedTuple):
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, Params], None]
+
+
+class TypedPath(type(Path())):  # type: ignore[misc]
+    """A path argument that keeps its text as typed (`typed`): Path drops a trailing separator,
+    and `--out new/` must be refused as a folder, not written as the file `new`."""
+
+    typed: str
+
+
+def path_value(text: str) -> Path:
+    """A path argument (every `type=Path` of the parser converts through this)."""
+    path = TypedPath(text)
+    path.typed = text
+    return path
 
 
 def seed_value(text: str) -> int:
@@ -79,7 +94,7 @@ def _common(parser: argparse.ArgumentParser, *names: str) -> None:
         elif name == "threads":
             parser.add_argument("--threads", type=threads_value, default=None,
                                 help="CPU threads for torch (1 or more)")
-            parser.add_argument("--device", default=os.environ.get(DEVICE_ENV, "auto"),
+            parser.add_argument("--device", default=device_default(),
                                 help=f"cpu, cuda, cuda:N or auto (default: ${DEVICE_ENV} or auto, "
                                      "CUDA where there is one); a paper-size model (10M+ "
                                      "parameters: wrn-28-10, resnet-50, ...) trains on a CPU only "
@@ -410,7 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"show the traceback of an unexpected error (or set {DEBUG_ENV}=1)")
     steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
     for name, command in COMMANDS.items():
-        command.add_arguments(steps.add_parser(name, help=command.help))
+        step = steps.add_parser(name, help=command.help)
+        step.register("type", Path, path_value)  # `type=Path` keeps the text as typed
+        command.add_arguments(step)
     return parser
 
 
@@ -469,6 +486,37 @@ def step_inputs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 FOLDER_INPUTS = ("--results",)  # the inputs that are folders; every other one is a file
+# The kind of wscat file each file input is (wscat.file_kinds.EXPECTED); pseudo-label's --metrics is an
+# output, every other step's an input.
+INPUT_KINDS = {"--split": "split", "--pseudo": "pseudo-labels", "--checkpoint": "checkpoint",
+               "--labeler-checkpoint": "checkpoint", "--core": "metrics", "--metrics": "metrics",
+               "--params": "params", "--train-log": "training log", "--table-csv": "table CSV",
+               "--npz": "dataset"}
+POSITIONAL_INPUTS = {("table", "--metrics"), ("add-dataset", "--npz")}  # no flag to name
+
+
+def check_input_kinds(args: argparse.Namespace, params: Params = None) -> None:
+    """Refuse an input that is another kind of wscat file than its option takes (a split passed
+    as --checkpoint), saying which file to pass (wscat.file_kinds.check_input_kind); `params` names the
+    method's labelers in that advice."""
+    from wscat.config import method_for
+
+    fields = {name: getattr(args, name, None) for name in ("dataset", "model", "method", "seed",
+                                                          "labeler", "tier", "label")}
+    knobs = (method_for(params, args.method, args.dataset)
+             if params is not None and getattr(args, "method", None) else {})
+    for flag, value in step_inputs(args).items():
+        kind = INPUT_KINDS.get(flag)
+        if kind is None:
+            continue
+        given = {**fields, "labeler": fields["labeler"] or knobs.get("labeler")}
+        if args.step == "pseudo-label":
+            given["method"] = args.labeler
+        elif flag == "--labeler-checkpoint":
+            given["method"] = knobs.get("generated_labeler") or "LABELER"
+        option = "" if (args.step, flag) in POSITIONAL_INPUTS else flag
+        for path in value if isinstance(value, list) else [value]:
+            check_input_kind(path, kind, option, given)
 
 
 def guard(args: argparse.Namespace) -> None:
@@ -490,7 +538,8 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Check the outputs and the names, lock the outputs, then run the subcommand's step."""
+    """Check the outputs, lock them, check the names and the kinds of the inputs, then run the
+    subcommand's step."""
     guard(args)
     check_outputs(args)
     files, folders = step_outputs(args)
@@ -501,6 +550,7 @@ def run(args: argparse.Namespace) -> None:
         params = load_params(args.params) if hasattr(args, "params") else None
         if params is not None:
             _check_names(params, args)
+        check_input_kinds(args, params)
         COMMANDS[args.step].run(args, params)
 
 

@@ -2,9 +2,8 @@
 starts with, and the refusal to train a paper-size model on a CPU that nobody asked for."""
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
-
-from wscat.errors import first_line
 
 if TYPE_CHECKING:  # torch loads on first use: the command line reads DEVICE_ENV before it
     import torch
@@ -18,22 +17,50 @@ PAPER_SIZE_PARAMETERS = 10_000_000
 DEVICE_ENV = "WSCAT_DEVICE"
 
 
+CHOICES = "cpu, cuda, cuda:N or auto"  # what --device takes, as its help says
+
+
+class FromEnvironment(str):
+    """A device name that came from $WSCAT_DEVICE, not from --device: a refusal names it so."""
+
+
+def device_default() -> str:
+    """--device's default: $WSCAT_DEVICE (marked as such) or auto."""
+    value = os.environ.get(DEVICE_ENV)
+    return "auto" if value is None else FromEnvironment(value)
+
+
+def _source(name: object) -> tuple[str, str]:
+    """(how a refusal names the value, how it says to give cpu instead)."""
+    if isinstance(name, FromEnvironment):
+        return f"{DEVICE_ENV}={name}", f"set {DEVICE_ENV}=cpu (or unset it)"
+    return f"--device {name}", "use --device cpu"
+
+
 def pick_device(name: str | torch.device | None = "auto", threads: int | None = None
                 ) -> torch.device:
     """`name` (cpu, cuda, cuda:N; auto or None: CUDA where there is one) as a torch device, with
-    `threads` CPU threads for torch if given. A device this machine lacks is refused in one line."""
+    `threads` CPU threads for torch if given. A device this machine lacks, or a name that is none
+    of these, is refused in one line naming where it came from (--device or $WSCAT_DEVICE)."""
     import torch
 
     if threads:
         torch.set_num_threads(threads)
     if name is None or name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    given, use_cpu = _source(name)
     try:
         device = torch.device(name)
-    except RuntimeError as error:
-        raise ValueError(f"--device {name}: {first_line(error)}") from error
+    except (RuntimeError, TypeError, ValueError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{given}: not a device wscat runs on; give {CHOICES}")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {name}: no CUDA device here; use --device cpu")
+        raise ValueError(f"{given}: no CUDA device here; {use_cpu}")
+    if device.type == "cuda" and device.index is not None \
+            and device.index >= torch.cuda.device_count():
+        raise ValueError(f"{given}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                         f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     return device
 
 

@@ -1,6 +1,7 @@
 """Atomic file output: every step writes to a temporary name in the target folder, then renames.
 Before the work, `check_writable` makes sure the outputs can be written at all, `guard_outputs`
-that no output is one of the inputs, and `output_lock` that no other process writes them."""
+that no output is one of the inputs, and `output_lock` that no other process writes them;
+`check_input_kind` that an input is not another kind of wscat file than its option expects."""
 from __future__ import annotations
 
 import errno
@@ -79,12 +80,27 @@ def _existing_ancestor(folder: Path) -> Path:
     return folder
 
 
+def typed(path: str | Path) -> str:
+    """A path as it was typed: a string itself, or the command line's text of a path argument
+    (`typed`, kept by wscat.cli), which Path drops a trailing separator from."""
+    return path if isinstance(path, str) else getattr(path, "typed", None) or str(path)
+
+
+def ends_in_separator(path: str | Path) -> bool:
+    """Whether `path`, as typed, ends in a path separator: it names a folder, not a file."""
+    return typed(path).endswith(tuple(sep for sep in (os.sep, os.altsep) if sep))
+
+
 def check_writable(*paths: str | Path | None, folders: bool = False) -> None:
     """Raise OutputError unless every path's folder exists or can be made, takes a new file and
-    has some free space. Nothing is left behind. `folders`: the paths are output folders."""
+    has some free space. Nothing is left behind. `folders`: the paths are output folders; a file
+    path that ends in a separator (`--out new/`) is refused as a folder."""
     for path in paths:
         if path is None:
             continue
+        if not folders and ends_in_separator(path):
+            raise OutputError(errno.EISDIR, f"cannot write {typed(path)}: it ends in "
+                              f"'{os.sep}', so it is a folder; pass a file path")
         path = Path(path)
         wanted = path if folders else path.parent
         where = _existing_ancestor(wanted)

@@ -18,6 +18,7 @@ from wscat.data.split import Split, check_split_fits, load_split_of
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
 from wscat.inference import load_model
+from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock, write_json
 from wscat.provenance import versions
 from wscat.training.speed import autocast, configure_backend
@@ -149,6 +150,11 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     guard_outputs({f"dataset {dataset}": raw_files(dataset, run.data), "--split": split_path,
                    "--checkpoint": checkpoint, "--core": core_path},
                   {"--out": out}, {"shards": shard_dir})
+    fields = {"dataset": dataset, "model": model, "method": method, "seed": seed}
+    for option, path, kind in (("--split", split_path, "split"),
+                               ("--checkpoint", checkpoint, "checkpoint"),
+                               ("--core", core_path, "metrics")):
+        check_input_kind(path, kind, option, fields)  # not a split passed as --checkpoint
     check_writable(out)
     core = _core_result(core_path, (dataset, model, method, seed)) if part == "extra" else None
     split = load_split_of(split_path, dataset, seed)

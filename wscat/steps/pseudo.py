@@ -11,6 +11,7 @@ from wscat.config import RunConfig
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
 from wscat.inference import load_model, predict
+from wscat.file_kinds import check_input_kind
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.provenance import versions
 
@@ -23,6 +24,9 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint},
                   {"--out": out, "--metrics": metrics})
+    fields = {"dataset": dataset, "model": model, "method": labeler, "seed": seed}
+    check_input_kind(split_path, "split", "--split", fields)  # not a checkpoint passed as --split
+    check_input_kind(checkpoint, "checkpoint", "--checkpoint", fields)
     check_writable(out, metrics)
     split = load_split_of(split_path, dataset, seed)
     source = load_dataset(dataset, params["datasets"][dataset])

@@ -14,9 +14,11 @@ from wscat.data.training_data import (add_generated, load_generated, load_pseudo
                                       training_data)
 from wscat.device import check_training_device, parameter_count
 from wscat.inference import load_model, predict
+from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock
 from wscat.provenance import machine, versions
 from wscat.training import TrainingData, train
+from wscat.training.run_folder import check_run_folder
 from wscat.workflow import training_fingerprint
 
 
@@ -51,13 +53,24 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
         device: torch.device, labeler_checkpoint: Path | None = None,
         device_named: bool = False) -> dict[str, Any]:
     """Train one (dataset, model, method, seed). A paper-size model is refused on a CPU unless
-    `device_named` (`--device cpu` given, not chosen by `auto`)."""
+    `device_named` (`--device cpu` given, not chosen by `auto`); an input of another kind (a
+    split as --pseudo) and an --out-dir that holds another run (`check_run_folder`) before any
+    work."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--pseudo": pseudo_path,
                    "--labeler-checkpoint": labeler_checkpoint,
                    f"methods.{method}.generated": run.method_params.get("generated")},
                   {}, {"--out-dir": out_dir})
+    fields = {"dataset": dataset, "model": model, "method": method, "seed": seed,
+              "labeler": run.method_params.get("labeler")}
+    check_input_kind(split_path, "split", "--split", fields)
+    check_input_kind(pseudo_path, "pseudo-labels", "--pseudo", fields)
+    check_input_kind(labeler_checkpoint, "checkpoint", "--labeler-checkpoint",
+                     {**fields, "method": run.method_params.get("generated_labeler")})
+    fingerprint = training_fingerprint(params, dataset, model, method)
+    # before anything in it is touched
+    check_run_folder(out_dir, dataset=dataset, model=model, method=method, seed=seed)
     check_writable(out_dir, folders=True)
     split = load_split_of(split_path, dataset, seed)
     kind = run.method_params["data"]
@@ -76,5 +89,4 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     with output_lock(out_dir, f"wscat train {method} seed {seed}"):  # one writer per run
         return train(run, data, out_dir, device=device,
                      meta={"versions": versions(), "machine": machine(device),
-                           "training_fingerprint": training_fingerprint(params, dataset, model,
-                                                                        method)})
+                           "training_fingerprint": fingerprint})

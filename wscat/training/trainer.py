@@ -30,6 +30,7 @@ from wscat.methods import Batch, Method, StepContext, build_method
 from wscat.models import build_model
 from wscat.training.ema import make_ema, update_ema
 from wscat.training.log import log_epoch, open_curves, write_log
+from wscat.training.run_folder import check_run_folder
 from wscat.training.schedule import make_scheduler
 from wscat.training.sgd import SGD
 from wscat.training.speed import Precision, autocast, configure_backend, prepare_model
@@ -316,9 +317,13 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     """Train `run.method`; write best.pt, last.pt and train_log.csv into `out_dir`.
 
     While training, the last and best checkpoints live in out_dir/resume/; a rerun of the same
-    configuration resumes from there. Returns the final summary (best epoch and score).
+    configuration resumes from there. A folder that holds another run's checkpoints is refused
+    before anything in it (dvclive/ included) is touched (`check_run_folder`). Returns the final
+    summary (best epoch and score).
     """
     out_dir, device = Path(out_dir), torch.device(device)
+    check_run_folder(out_dir, dataset=run.dataset, model=run.model, method=run.method,
+                     seed=run.seed)
     resume_dir, cfg = out_dir / "resume", run.training
     training = _build(run, data, device, meta)
     _resume(training, resume_dir, run, device)

@@ -1,0 +1,158 @@
+"""What kind of wscat file an input is (a split, pseudo-labels, a checkpoint, a metrics file, a
+params file...), read from its content; an input of the wrong kind is refused with the file to
+pass instead, before its loader would call it damaged (wscat.cli, the steps, wscat.checkpoint)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from wscat import paths
+
+# The arrays (.npz) and keys (.json) that make each kind of file wscat writes.
+SPLIT_ARRAYS = frozenset({"dataset", "seed", "labelled", "unlabelled", "validation", "test"})
+PSEUDO_ARRAYS = frozenset({"indices", "pseudo_labels"})
+DATASET_ARRAYS = frozenset({"x_train", "y_train"})
+# A kind, as a refusal names it: "X is <this>, not a ...".
+KIND_NAMES = {
+    "split": "a wscat split (`wscat split`)",
+    "pseudo-labels": "a wscat pseudo-label file (`wscat pseudo-label --out`)",
+    "dataset": "a dataset archive (x_train, y_train)",
+    "checkpoint": "a PyTorch checkpoint (.pt)",
+    "metrics": "a wscat metrics file (`wscat evaluate`)",
+    "pseudo-report": "a pseudo-label report (`wscat pseudo-label --metrics`)",
+    "validation": "a validation-scores file (`wscat validate`)",
+    "export": "an exported model entry (`wscat export`)",
+    "params": "a params file",
+}
+# What an input option expects: (the kind, as a refusal names it, the path to pass instead).
+EXPECTED = {
+    "split": ("split", paths.SPLIT),
+    "pseudo-labels": ("pseudo-label file", paths.PSEUDO_LABELS),
+    "checkpoint": ("checkpoint", paths.BEST),
+    "metrics": ("metrics file", paths.METRICS),
+    "params": ("params file", "params.yaml"),
+    "dataset": ("dataset archive", "your .npz of x_train, y_train (and x_test, y_test)"),
+    "training log": ("training log", paths.TRAIN_LOG),
+    "table CSV": ("table CSV", paths.PAPER_TABLE_CSV),
+}
+NPZ_KINDS = {"split": SPLIT_ARRAYS, "pseudo-labels": PSEUDO_ARRAYS, "dataset": DATASET_ARRAYS}
+_LARGEST_TEXT = 64 << 20  # a JSON or YAML input larger than this is not looked into
+
+
+class FileKind(NamedTuple):
+    """What a file looks like: `kind` (a key of KIND_NAMES, "npz" for other arrays, or None: not
+    recognised), `damaged` (a zip archive cut short: only its first entry's name is known) and
+    `names` (an .npz's arrays)."""
+
+    kind: str | None
+    damaged: bool = False
+    names: tuple[str, ...] = ()
+
+
+def _zip_kind(names: list[str], damaged: bool) -> FileKind:
+    """The kind of a zip archive from its entries' names (a damaged one: its first)."""
+    if any(n.endswith("/data.pkl") or n.endswith("/version") for n in names):
+        return FileKind("checkpoint", damaged)
+    if not names or not all(n.endswith(".npy") for n in names):
+        return FileKind(None, damaged)
+    arrays = frozenset(n[:-len(".npy")] for n in names)
+    for kind, needed in NPZ_KINDS.items():
+        if needed <= arrays or damaged and arrays & needed:
+            return FileKind(kind, damaged, tuple(sorted(arrays)))
+    return FileKind("npz", damaged, tuple(sorted(arrays)))
+
+
+def _first_entry(head: bytes) -> str | None:
+    """The name of a zip archive's first entry, from its local header (a cut archive has one)."""
+    if len(head) < 30 or head[:4] != b"PK\x03\x04":
+        return None
+    length = int.from_bytes(head[26:28], "little")
+    return head[30:30 + length].decode("utf-8", "replace") or None
+
+
+def _text_kind(path: Path, head: bytes, parse_yaml: bool) -> FileKind:
+    """The kind of a JSON file (by its keys) or, with `parse_yaml`, a YAML params file."""
+    if b"\0" in head or path.stat().st_size > _LARGEST_TEXT:
+        return FileKind(None)
+    try:
+        if head.lstrip().startswith(b"{"):
+            data = json.loads(path.read_text())
+        elif parse_yaml and path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(path.read_text())
+        else:
+            return FileKind(None)
+    except Exception:  # noqa: BLE001 - bad JSON, bad YAML, unreadable: none of our kinds
+        return FileKind(None)
+    if not isinstance(data, dict):
+        return FileKind(None)
+    if "datasets" in data and "methods" in data:
+        return FileKind("params")
+    if "state_dict" in data and "wscat" in data:
+        return FileKind("export")
+    if "labeler" in data and "per_class_accuracy" in data:
+        return FileKind("pseudo-report")
+    if data.get("set") == "validation":
+        return FileKind("validation")
+    if isinstance(data.get("accuracy"), dict) and "manifest" in data:
+        return FileKind("metrics")
+    return FileKind(None)
+
+
+def file_kind(path: str | Path, *, parse_yaml: bool = True) -> FileKind:
+    """Which kind of wscat file `path` is, from its content (a split, pseudo-labels, a dataset
+    archive, a checkpoint, metrics, a params file, ...); FileKind(None) when it is none of them,
+    cannot be read or is not a file. Reads a zip archive's directory, not its arrays."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return FileKind(None)
+    if head[:4] == b"PK\x03\x04":
+        try:
+            with zipfile.ZipFile(path) as archive:
+                return _zip_kind(archive.namelist(), damaged=False)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+            first = _first_entry(head)
+            return _zip_kind([first] if first else [], damaged=True)
+    return _text_kind(path, head, parse_yaml)
+
+
+def _hint(pattern: str, fields: Mapping[str, Any]) -> str:
+    """`pattern` with the known `fields` filled in, the others as their names in capitals (the
+    seed as N)."""
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        known = fields.get(name)
+        return str(known) if known is not None else "N" if name == "seed" else name.upper()
+
+    return re.sub(r"\{(\w+)\}", value, pattern)
+
+
+def check_input_kind(path: str | Path | None, expected: str, option: str = "",
+                     fields: Mapping[str, Any] | None = None) -> None:
+    """Refuse (ValueError, one line) a file given to `option` that is another kind of wscat file
+    than `expected` (a key of EXPECTED): a split passed as --checkpoint says so and which file to
+    pass, instead of the loader's advice to delete a damaged file. A file of the expected kind, a
+    damaged one and an unrecognised one pass: their loader judges them."""
+    if path is None or not os.path.isfile(path):
+        return
+    found = file_kind(path, parse_yaml=expected != "params")
+    if found.kind is None or found.kind == expected or found.damaged:
+        return
+    if found.kind == "npz":
+        if expected in NPZ_KINDS and set(found.names) & NPZ_KINDS[expected]:
+            return  # the expected arrays, some of them: a damaged file of that kind
+        what = f"an .npz of other arrays ({', '.join(found.names[:6])})"
+    else:
+        what = KIND_NAMES[found.kind]
+    name, pattern = EXPECTED[expected]
+    where = f"pass {option} " if option else "pass "
+    raise ValueError(f"{path} is {what}, not a {name}: {where}{_hint(pattern, fields or {})}")
