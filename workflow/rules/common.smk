@@ -181,8 +181,11 @@ def recorded(path):
 
 def get_table_rebuild(wildcards):
     """Changes when the table exists and a metrics file it aggregates does not (wscat.rebuild)."""
-    return rebuild_token(expand(paths.TABLE_TEX, experiment=wildcards.experiment),
-                         get_experiment_metrics(wildcards), recorded=recorded)
+    return rebuild_token(
+        expand(paths.TABLE_TEX, experiment=wildcards.experiment),
+        get_experiment_metrics(wildcards),
+        recorded=recorded,
+    )
 
 
 @or_stop
@@ -192,8 +195,11 @@ def get_paper_table_input(wildcards):
 
 def get_paper_table_rebuild(wildcards):
     """Changes when the paper table exists and an input it reads does not (wscat.rebuild)."""
-    return rebuild_token(expand(paths.PAPER_TABLE_TEX, tier=wildcards.tier, label=wildcards.label),
-                         get_paper_table_input(wildcards), recorded=recorded)
+    return rebuild_token(
+        expand(paths.PAPER_TABLE_TEX, tier=wildcards.tier, label=wildcards.label),
+        get_paper_table_input(wildcards),
+        recorded=recorded,
+    )
 
 
 @or_stop
