@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import zipfile
 
 DEBUG_ENV = "WSCAT_DEBUG"
@@ -86,6 +87,9 @@ def describe(error: BaseException) -> str | None:
     return None
 
 
+_NAMED_TARGET = re.compile(r"(table|paper)_\w+")
+
+
 def unknown_target_line(workflow: object, argv: list[str] | None = None) -> str | None:
     """For the Snakefile, once every rule is defined: one line for a requested target that no
     rule makes, is no rule's name and does not exist (Snakemake's own MissingRuleException comes
@@ -98,6 +102,13 @@ def unknown_target_line(workflow: object, argv: list[str] | None = None) -> str 
     targets = argv[argv.index("--") + 1:] if "--" in argv else []
     rules = list(getattr(workflow, "rules", ()))
     names = {rule.name for rule in rules}
+    # Before `--` an option's value cannot be told from a target, except in the named targets'
+    # own form (table_EXPERIMENT, paper_TIER: wscat.targets.rule_name).
+    before = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    for word in before:
+        if _NAMED_TARGET.fullmatch(word) and word not in names:
+            return (f"wscat: no target rule {word}; `snakemake --list-target-rules` lists them "
+                    "(table_EXPERIMENT, paper_TIER; experiments: `wscat list-experiments`)")
     for target in targets:
         if target in names or os.path.exists(target):
             continue

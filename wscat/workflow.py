@@ -79,6 +79,20 @@ def checked_archives(params: dict[str, Any], dataset: str) -> list[str]:
     return files
 
 
+NAMED = (("dataset", "datasets"), ("model", "models"), ("method", "methods"),
+         ("labeler", "methods"))  # a path wildcard, and the params.yaml section that names it
+
+
+def check_names(params: dict[str, Any], wildcards: dict[str, str]) -> None:
+    """One line (ConfigError) for a target path that names a dataset, model or method
+    params.yaml does not have (`.../wscatt/seed1/best.pt`), instead of a KeyError traceback."""
+    for key, section in NAMED:
+        value = wildcards.get(key)
+        if value is not None and value not in params[section]:
+            raise ConfigError(f"no {key} '{value}' in params.yaml ({section}: "
+                              f"{', '.join(sorted(params[section]))}); check the target's path")
+
+
 def archives(params: dict[str, Any], dataset: str) -> list[str]:
     """The archives a dataset is read from (none for the embedded default)."""
     return [str(path) for path in raw_files(dataset, params["datasets"][dataset])]

@@ -590,19 +590,24 @@ class _Rule:
 
 
 class _Workflow:
-    rules = [_Rule("table", "results/tables/"), _Rule("demo", "never/")]
+    rules = [_Rule("table", "results/tables/"), _Rule("demo", "never/"),
+             _Rule("table_digits", "never/"), _Rule("paper_digits", "never/")]
 
 
 @pytest.mark.parametrize("argv_tail, unknown", [
     (["--", "results/tables/digits.tex"], None), (["--", "demo"], None),
     (["--", "results/nope.txt"], "results/nope.txt"),
     (["--", "results/tables/x.tex", "results/nope.txt"], "results/nope.txt"),
-    ([], None)])
+    ([], None), (["table_digits"], None), (["--cores", "2", "paper_digits"], None),
+    (["table_digitz"], "target rule table_digitz"),
+    (["--cores", "2", "paper_digit", "--", "results/tables/x.tex"], "target rule paper_digit")])
 def test_unknown_snakemake_target_is_one_line(tmp_path, monkeypatch, argv_tail, unknown):
     monkeypatch.chdir(tmp_path)
     line = unknown_target_line(_Workflow(), ["snakemake", "-n", *argv_tail])
     if unknown is None:
         assert line is None
+    elif unknown.startswith("target rule"):
+        assert line.startswith(f"wscat: no {unknown};") and "\n" not in line
     else:
         assert line.startswith(f"wscat: no rule makes {unknown};") and "\n" not in line
 

@@ -91,7 +91,9 @@ def test_targets_are_listed_and_asked_for_by_name(tmp_path: Path, env: dict[str,
     ("results/tables/digits-table2.tex", "results/paper/digits/Tab-RQ1-digits.tex",
      "table_digits_table2"),
     ("results/paper/digit/index.md", "unknown paper tier 'digit'", "digits, paper"),
-], ids=["typo", "table2-written-once", "unknown-tier"])
+    ("results/models/digits/cnn/wscatt/seed1/best.pt", "no method 'wscatt'", "trades, wscat,"),
+    ("results/metrics/digitz/cnn/wscat/seed1.json", "no dataset 'digitz'", "digits, digits-full"),
+], ids=["typo", "table2-written-once", "unknown-tier", "unknown-method", "unknown-dataset"])
 def test_an_unknown_target_gets_one_line(tmp_path: Path, env: dict[str, str], target: str,
                                          mentions: str, lists: str) -> None:
     workdir = fresh_clone(tmp_path, real_params())

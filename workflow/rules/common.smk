@@ -45,6 +45,17 @@ def or_stop(lookup):
     return checked
 
 
+def known(lookup):
+    """`lookup(wildcards)` once the names in the wildcards are checked against params.yaml
+    (wscat.workflow.check_names): a typo in a target's path is one line, not a traceback."""
+
+    def checked(wildcards):
+        wf.check_names(config, dict(wildcards.items()))
+        return lookup(wildcards)
+
+    return or_stop(checked)
+
+
 # The params file the `wscat` subcommands read (--configfile FILE stands for params.yaml),
 # validated once; `config` becomes its content with the paper section's runs spelled out.
 # PARAMS, the rules' `params_file`, is not recorded: a job re-runs when the sections it reads
@@ -89,12 +100,13 @@ def get_experiment_metrics(wildcards):
 # --- split, train, pseudo-label, evaluate ---------------------------------------------------
 
 
-@or_stop
+@known
 def get_split_input(wildcards):
     """The dataset's archives, checked while the DAG is built (wscat.workflow.checked_archives)."""
     return [ancient(path) for path in wf.checked_archives(config, wildcards.dataset)]
 
 
+@known
 def get_split(wildcards):
     return paths.SPLIT.format(**wildcards)
 
@@ -103,6 +115,7 @@ def get_split_params(wildcards):
     return wf.split_params(config, wildcards.dataset)
 
 
+@known
 def get_training_inputs(wildcards):
     """Pseudo-labels, generated images and their labeler's checkpoint, where the method uses them."""
     return wf.training_inputs(config, **wildcards)
