@@ -329,5 +329,9 @@ def test_a_metrics_file_a_failed_job_removed_is_rebuilt_with_its_table(tiny_run,
     done = run(README_LINE, workdir, env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert numbers() == before  # the same evaluation, bit for bit
+    import numpy as np
+
+    with np.load(workdir / "results/pseudo/digits/cnn/mt/seed1.npz") as pseudo:  # WSCAT's labels
+        assert str(pseudo["labeler"]) == "mt"  # what `wscat train` checks against its labeler
     again = run(["snakemake", "-n", *README_LINE[1:]], workdir, env)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-2000:]

@@ -37,16 +37,23 @@ class TrainingData:
     labelled_per_batch: int | None = None
 
 
-def load_pseudo_labels(path: Path, split: Split, num_classes: int) -> np.ndarray:
+def load_pseudo_labels(path: Path, split: Split, num_classes: int,
+                       labeler: str | None = None) -> np.ndarray:
     """Pseudo-labels of split.unlabelled, in that order, each a class index below
-    `num_classes`."""
+    `num_classes`; with `labeler`, refused if the file names another labeler (files written
+    before the labeler was recorded name none and pass)."""
     require_file(path, f"pseudo-label file not found: {path} (run `wscat pseudo-label`)")
     try:
         with np.load(path, allow_pickle=False) as data:
             indices, labels = data["indices"], data["pseudo_labels"]
+            made_by = str(data["labeler"]) if "labeler" in data.files else None
     except NPZ_ERRORS as error:
         raise ValueError(f"{path} is not a wscat pseudo-label file ({npz_problem(error)}); "
                          "delete it and rerun `wscat pseudo-label`") from error
+    if labeler is not None and made_by is not None and made_by != labeler:
+        raise ValueError(f"{path} holds the pseudo-labels of '{made_by}', but this method trains "
+                         f"on those of '{labeler}' (its labeler in params.yaml): pass "
+                         f"--pseudo with the file `wscat pseudo-label --labeler {labeler}` wrote")
     if not np.array_equal(indices, split.unlabelled):
         raise ValueError(f"{path} was made for another split; rerun `wscat pseudo-label`")
     if (labels.shape != indices.shape or not np.issubdtype(labels.dtype, np.integer)

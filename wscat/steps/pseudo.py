@@ -45,6 +45,7 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
                            "ema": True, "mode": "eval", "versions": versions()}}
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as handle:
-            np.savez(handle, indices=split.unlabelled, pseudo_labels=predicted.numpy())
+            np.savez(handle, indices=split.unlabelled, pseudo_labels=predicted.numpy(),
+                     labeler=np.array(labeler))  # checked by the training that reads them
     write_json(metrics, report)
     return report

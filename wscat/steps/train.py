@@ -81,8 +81,9 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     check_training_device(device, model=model, parameters=model_parameters(run, source),
                           cpu_named=device_named)
     check_split_fits(split, len(source.labels), split_path)
-    pseudo = (load_pseudo_labels(pseudo_path, split, source.num_classes) if kind == "pseudo"
-              else None)
+    pseudo = (load_pseudo_labels(pseudo_path, split, source.num_classes,
+                                 labeler=run.method_params.get("labeler"))
+              if kind == "pseudo" else None)
     data = training_data(source, split, kind, pseudo)
     if run.method_params.get("generated"):
         data = with_generated(data, run, source, labeler_checkpoint, device)
