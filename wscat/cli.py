@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from wscat import __version__
-from wscat.config import SEED_MAX, ConfigError, load_params
+from wscat.config import SEED_MAX, ConfigError, load_params, unknown_name
 from wscat.device import DEVICE_ENV, device_default
 from wscat.errors import DEBUG_ENV, INTERRUPTED, debug_requested, describe, exit_code, first_line
 from wscat.file_kinds import check_input_kind
@@ -432,14 +432,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_names(params: dict, args: argparse.Namespace) -> None:
-    if getattr(args, "dataset", None) is not None and args.dataset not in params["datasets"]:
-        raise ConfigError(f"unknown dataset '{args.dataset}'; configured in params.yaml: "
-                          f"{', '.join(params['datasets'])}")
-    for attr in ("method", "labeler"):
-        name = getattr(args, attr, None)
-        if name is not None and name not in params["methods"]:
-            raise ConfigError(f"unknown {attr} '{name}'; configured in params.yaml: "
-                              f"{', '.join(params['methods'])}")
+    """A dataset, method or labeler params.yaml lacks (wscat.config.unknown_name): one line.
+    The model is checked with the run (wscat.config.RunConfig.from_params)."""
+    unknown = unknown_name(params, {attr: getattr(args, attr, None)
+                                    for attr in ("dataset", "method", "labeler")})
+    if unknown is not None:
+        key, name, section = unknown
+        raise ConfigError(f"unknown {key} '{name}'; configured in params.yaml: "
+                          f"{', '.join(params[section])}")
 
 
 # Arguments that name files a step writes (`--metrics` is an output of pseudo-label only).

@@ -137,6 +137,20 @@ def resolve_method(params: dict[str, Any], method: str, _seen: tuple[str, ...] =
     return merged
 
 
+# The names a command or a target path gives, and the params.yaml section each must be in.
+NAMED = {"dataset": "datasets", "method": "methods", "labeler": "methods", "model": "models"}
+
+
+def unknown_name(params: dict[str, Any], names: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(key, value, section) of the first of `names` (dataset, method, labeler, model: NAMED)
+    that its params.yaml section lacks; None when all are there (or not given)."""
+    for key, section in NAMED.items():
+        value = names.get(key)
+        if value is not None and value not in params[section]:
+            return key, value, section
+    return None
+
+
 def method_for(params: dict[str, Any], method: str, dataset: str | None = None) -> dict[str, Any]:
     """A method's knobs on one dataset: its resolved entry, `per_dataset[dataset]` laid over it."""
     entry = resolve_method(params, method)
@@ -302,12 +316,10 @@ class RunConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any], *, dataset: str, model: str, method: str,
                     seed: int) -> "RunConfig":
-        if dataset not in params["datasets"]:
-            raise ConfigError(f"unknown dataset '{dataset}'; configured: {', '.join(params['datasets'])}")
-        if method not in params["methods"]:
-            raise ConfigError(f"unknown method '{method}'; configured: {', '.join(params['methods'])}")
-        if model not in params["models"]:
-            raise ConfigError(f"unknown model '{model}'; configured: {', '.join(params['models'])}")
+        unknown = unknown_name(params, {"dataset": dataset, "method": method, "model": model})
+        if unknown is not None:
+            key, name, section = unknown
+            raise ConfigError(f"unknown {key} '{name}'; configured: {', '.join(params[section])}")
         return cls(dataset=dataset, model=model, method=method, seed=seed,
                    model_spec=params["models"][model], data=params["datasets"][dataset],
                    training=training_for(params, dataset, method),

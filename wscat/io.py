@@ -1,7 +1,7 @@
 """Atomic file output: every step writes to a temporary name in the target folder, then renames.
 Before the work, `check_writable` makes sure the outputs can be written at all, `guard_outputs`
-that no output is one of the inputs, and `output_lock` that no other process writes them;
-`check_input_kind` that an input is not another kind of wscat file than its option expects."""
+that no output is one of the inputs, and `output_lock` that no other process writes them
+(wscat.file_kinds: that an input is not another kind of wscat file than its option expects)."""
 from __future__ import annotations
 
 import errno

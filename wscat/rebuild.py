@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from wscat.io import write_text
+
 STATE = Path(".snakemake") / "wscat-rebuild"
 
 
@@ -30,13 +32,6 @@ class NotRecorded:
 
 NOT_RECORDED = NotRecorded()
 _bumped: dict[str, str | NotRecorded] = {}  # once per Snakemake process, however often the DAG asks
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    partial.replace(path)
 
 
 def rebuild_token(outputs: Sequence[str], inputs: Sequence[str], state: Path = STATE,
@@ -63,7 +58,7 @@ def rebuild_token(outputs: Sequence[str], inputs: Sequence[str], state: Path = S
             _bumped[key] = f"rebuild {last}" if last else NOT_RECORDED
             return _bumped[key]
         number = int(last) + 1 if last.isdigit() else 1
-        _write(path, f"{number}\n")
+        write_text(path, f"{number}\n")
         print(f"{cause}: re-running {outputs[0]}, which rebuilds them first", file=sys.stderr)
         _bumped[key] = f"rebuild {number}"
         return _bumped[key]

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from wscat import paths
-from wscat.config import ConfigError, evaluation_for, load_params, method_for, training_for
+from wscat.config import (ConfigError, evaluation_for, load_params, method_for, training_for,
+                          unknown_name)
 from wscat.data.capacity import split_problem
 from wscat.data.sources import archive_status, raw_files
 from wscat.report import paper
@@ -79,18 +80,14 @@ def checked_archives(params: dict[str, Any], dataset: str) -> list[str]:
     return files
 
 
-NAMED = (("dataset", "datasets"), ("model", "models"), ("method", "methods"),
-         ("labeler", "methods"))  # a path wildcard, and the params.yaml section that names it
-
-
 def check_names(params: dict[str, Any], wildcards: dict[str, str]) -> None:
     """One line (ConfigError) for a target path that names a dataset, model or method
     params.yaml does not have (`.../wscatt/seed1/best.pt`), instead of a KeyError traceback."""
-    for key, section in NAMED:
-        value = wildcards.get(key)
-        if value is not None and value not in params[section]:
-            raise ConfigError(f"no {key} '{value}' in params.yaml ({section}: "
-                              f"{', '.join(sorted(params[section]))}); check the target's path")
+    unknown = unknown_name(params, wildcards)
+    if unknown is not None:
+        key, value, section = unknown
+        raise ConfigError(f"no {key} '{value}' in params.yaml ({section}: "
+                          f"{', '.join(sorted(params[section]))}); check the target's path")
 
 
 def archives(params: dict[str, Any], dataset: str) -> list[str]:

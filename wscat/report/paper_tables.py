@@ -31,7 +31,7 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     writer.writeheader()
     for row in rows:
         # One seed has no spread: an empty std, as reported.csv leaves the paper's.
-        std = row["std"] if row.get("n_seeds", 2) > 1 else None
+        std = row["std"] if row["n_seeds"] > 1 else None
         writer.writerow({**row, "mean": _fmt(row["mean"]), "std": _fmt(std)})
     return out.getvalue()
 
@@ -180,7 +180,7 @@ def sup_table(params: dict[str, Any], tier: str, files: list[str]
                     rows.append({"table": "tab-sup", "dataset": names[run["dataset"]],
                                  "model": model_names.get(model, model),
                                  "method": display_name(method), "metric": metric, "mean": mean,
-                                 "std": std if len(values) > 1 else None, "n_seeds": len(values)})
+                                 "std": std, "n_seeds": len(values)})
                 body.append({"cells": cells, "rule": i == 0 and bool(body)})
     seeds = ", ".join(map(str, spec["seeds"]))
     tex = grid(caption="Performance of models trained by Standard, TRADES and WSCAT-sup (a variant "
