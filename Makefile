@@ -23,11 +23,35 @@ DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; $(VE
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+# uv installs the same pinned set as pip (requirements-lock.txt) in a fraction of pip's time
+# (benchmarks/venv_install.sh); pip does it with `make venv INSTALLER=pip`, or where uv cannot be
+# installed.
+INSTALLER ?= uv
+UV_VERSION := 0.13.9
+REQUIREMENTS := -r requirements.txt -r requirements-dev.txt -c requirements-lock.txt
+
+$(STAMP): requirements.txt requirements-dev.txt requirements-lock.txt pyproject.toml
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q -r requirements.txt -r requirements-dev.txt $(QUIET_PIP)
-	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e . $(QUIET_PIP)
+	if [ "$(INSTALLER)" = uv ] && $(VENV)/bin/pip install -q uv==$(UV_VERSION) $(QUIET_PIP); then \
+	    $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python $(REQUIREMENTS) && \
+	    $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps \
+	        --no-build-isolation -e .; \
+	else \
+	    [ "$(INSTALLER)" = pip ] || echo "make venv: uv could not be installed; pip installs" \
+	        "the same pins (slower)" >&2; \
+	    $(VENV)/bin/pip install -q $(REQUIREMENTS) $(QUIET_PIP) && \
+	    $(VENV)/bin/pip install -q --no-deps --no-build-isolation -e . $(QUIET_PIP); \
+	fi
 	touch $@
+
+# requirements-lock.txt from the venv as it is (after changing a pin in requirements*.txt and
+# `make venv`): every installed package but wscat itself and the installers.
+.PHONY: lock
+lock: venv
+	{ sed -n '/^#/p' requirements-lock.txt; $(VENV)/bin/pip freeze --exclude-editable \
+	    $(QUIET_PIP) | grep -v -i -E '^(pip|setuptools|uv|wheel)==' | LC_ALL=C sort -f; } \
+	    > requirements-lock.txt.new
+	mv requirements-lock.txt.new requirements-lock.txt
 
 # On a CPU the gpu resource would only serialise the jobs; on a GPU node add --resources gpu=1.
 # The demo: Standard, TRADES, MT, RST and WSCAT on digits, 3 seeds, every attack on every test

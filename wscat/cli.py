@@ -348,8 +348,10 @@ def _list_experiments_arguments(p: argparse.ArgumentParser) -> None:
 def _list_experiments(args: argparse.Namespace, params: Params) -> None:
     import yaml
 
+    from wscat.data.capacity import check_splits
     from wscat.sweeps import describe
 
+    check_splits(params)  # as `snakemake -n` does: a split the split step would refuse
     print(describe(yaml.safe_load(args.params.read_text()), params, str(args.params)))
 
 

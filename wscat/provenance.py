@@ -19,12 +19,24 @@ def versions() -> dict[str, str]:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             found[package] = "absent"
-    try:
-        found["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                      text=True, timeout=5).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        found["git"] = "unknown"
+    found["git"] = git_revision()
     return found
+
+
+def git_revision(package: Path = Path(__file__).resolve().parent) -> str:
+    """The checkout's commit that the running code comes from, `+modified` when the package's
+    tracked files differ from it (a number made by uncommitted code says so); "unknown" outside
+    a git checkout. Asked of the package's own folder, not the current one."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(package), *args], capture_output=True, text=True,
+                              timeout=5, check=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{commit}+modified" if commit and changed else commit or "unknown"
 
 
 def machine(device: torch.device) -> str:

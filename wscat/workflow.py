@@ -17,7 +17,7 @@ from typing import Any
 from wscat import paths
 from wscat.config import (ConfigError, evaluation_for, load_params, method_for, training_for,
                           unknown_name)
-from wscat.data.capacity import split_problem
+from wscat.data.capacity import check_splits
 from wscat.data.sources import archive_status, raw_files
 from wscat.report import paper
 
@@ -46,10 +46,10 @@ def load_config(workflow: Any) -> tuple[str, dict[str, Any]]:
                           "params file, so merge them into one whole params file and pass that")
     path = str(configfiles[-1])
     params = load_params(path)  # the paper section's runs spelled out, as `wscat` reads them
-    for name, dataset in params["datasets"].items():
-        problem = split_problem(name, dataset)
-        if problem:
-            raise ConfigError(problem)
+    try:
+        check_splits(params)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     return path, params
 
 

@@ -134,6 +134,17 @@ def test_an_empty_npz_gets_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "x_train is empty" in cli_error(capsys, tmp_path / "empty.npz")
 
 
+def test_an_empty_test_part_gets_one_line(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """x_test present but with no images: every accuracy would be 0 / 0, so it is refused (the
+    split step reads the npz the same way), naming the way to a held-out test set."""
+    x = pixels((200, 8, 8, 1))
+    np.savez(tmp_path / "t.npz", x_train=x, y_train=np.arange(200) % 10, x_test=x[:0],
+             y_test=np.zeros(0, np.int64))
+    line = cli_error(capsys, tmp_path / "t.npz")
+    assert "x_test is empty" in line and "test_fraction" in line, line
+
+
 def test_a_test_label_beyond_the_training_classes_blames_y_test(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     x = pixels((200, 8, 8, 1))

@@ -506,6 +506,20 @@ def test_an_empty_validation_set_is_refused_where_it_is_set(labelled, val_fracti
                    labelled=labelled, val_fraction=val_fraction, val_max=val_max)
 
 
+def test_list_experiments_refuses_a_split_the_split_step_would(tmp_path, monkeypatch, capsys):
+    """`wscat list-experiments` reads a params file as `snakemake -n` does (wscat.data.capacity):
+    labelled = 5 for 10 classes is the split step's own one line, exit 2, not a listing."""
+    monkeypatch.chdir(tmp_path)
+    params = tiny_params()
+    params["datasets"]["digits"]["labelled"] = 5
+    write_params(tmp_path / "params.yaml", params)
+    assert cli.main(["list-experiments"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert not captured.out and len(lines) == 1, captured.err
+    assert "labelled = 5 is not a multiple of the 10 classes" in lines[0], lines[0]
+
+
 # --- a diverging training: loss, then gradients ----------------------------------------------
 
 @pytest.fixture

@@ -45,7 +45,7 @@ def fresh_clone(dest: Path, params: dict) -> Path:
     `params` as its params.yaml; `.venv/.installed` is linked, never rebuilt."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("Snakefile", "Makefile", ".gitignore", ".dvcignore", "requirements.txt",
-                 "requirements-dev.txt", "pyproject.toml"):
+                 "requirements-dev.txt", "requirements-lock.txt", "pyproject.toml"):
         shutil.copy2(ROOT / name, dest / name)
     for name in ("workflow", "wscat"):
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -61,3 +61,12 @@ def split_problem(name: str, cfg: Mapping[str, Any]) -> str | None:
     except ValueError as error:
         return f"dataset '{name}': {error}"
     return None
+
+
+def check_splits(params: Mapping[str, Any]) -> None:
+    """Refuse the first dataset whose split settings the split step would refuse (ValueError,
+    the split step's line): `snakemake -n` and `wscat list-experiments` read params alike."""
+    for name, dataset in params["datasets"].items():
+        problem = split_problem(name, dataset)
+        if problem:
+            raise ValueError(problem)

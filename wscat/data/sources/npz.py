@@ -96,6 +96,10 @@ class Npz:
                 else:
                     x_test = _channels_first(data["x_test"], "x_test")
                     y_test = _labels(data["y_test"], "y_test", len(x_test))
+                    if not len(x_test):  # an evaluation of 0 images has no accuracy
+                        raise ValueError(f"x_test is empty (shape {data['x_test'].shape}); "
+                                         "store the test images there, or drop x_test and "
+                                         "y_test and a stratified test_fraction is held out")
             if x_train.shape[1:] != x_test.shape[1:]:
                 raise ValueError(f"x_train images are C x H x W = {x_train.shape[1:]} but x_test "
                                  f"images are {x_test.shape[1:]}")
