@@ -33,7 +33,8 @@ REQUIREMENTS := -r requirements.txt -r requirements-dev.txt -c requirements-lock
 $(STAMP): requirements.txt requirements-dev.txt requirements-lock.txt pyproject.toml
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	if [ "$(INSTALLER)" = uv ] && $(VENV)/bin/pip install -q uv==$(UV_VERSION) $(QUIET_PIP); then \
-	    $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python $(REQUIREMENTS) && \
+	    $(VENV)/bin/uv pip install -q --compile-bytecode --python $(VENV)/bin/python \
+	        $(REQUIREMENTS) && \
 	    $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps \
 	        --no-build-isolation -e .; \
 	else \
@@ -44,14 +45,15 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-lock.txt pyproject.
 	fi
 	touch $@
 
-# requirements-lock.txt from the venv as it is (after changing a pin in requirements*.txt and
-# `make venv`): every installed package but wscat itself and the installers.
+# requirements-lock.txt: every package's version, resolved by uv from requirements*.txt for
+# Python 3.11; versions already in it are kept wherever the pins allow. After changing a pin:
+# `make lock venv`.
 .PHONY: lock
-lock: venv
-	{ sed -n '/^#/p' requirements-lock.txt; $(VENV)/bin/pip freeze --exclude-editable \
-	    $(QUIET_PIP) | grep -v -i -E '^(pip|setuptools|uv|wheel)==' | LC_ALL=C sort -f; } \
-	    > requirements-lock.txt.new
-	mv requirements-lock.txt.new requirements-lock.txt
+lock:
+	test -x $(VENV)/bin/uv || { test -x $(VENV)/bin/python || python3 -m venv $(VENV); \
+	    $(VENV)/bin/pip install -q uv==$(UV_VERSION) $(QUIET_PIP); }
+	$(VENV)/bin/uv pip compile -q requirements.txt requirements-dev.txt \
+	    -o requirements-lock.txt --python-version 3.11
 
 # On a CPU the gpu resource would only serialise the jobs; on a GPU node add --resources gpu=1.
 # The demo: Standard, TRADES, MT, RST and WSCAT on digits, 3 seeds, every attack on every test

@@ -25,7 +25,9 @@ for round in $(seq "$rounds"); do
         "$clone/.venv/bin/pip" freeze --exclude-editable 2>/dev/null \
             | grep -v -i -E '^(pip|setuptools|uv|wheel)==' | tr 'A-Z_.' 'a-z--' | sort \
             > "$work/$installer-$round.freeze"
-        rows+=("| $round | $installer | $seconds | $(wc -l <"$work/$installer-$round.freeze") |")
+        # compiled bytecode: with PYTHONDONTWRITEBYTECODE set, as on CI, none is ever written later
+        pyc=$(find "$clone/.venv/lib" -name '*.pyc' | wc -l)
+        rows+=("| $round | $installer | $seconds | $(wc -l <"$work/$installer-$round.freeze") | $pyc |")
         [ "$installer" = pip ] && rm -rf "$work/uv-$round" "$clone"
     done
     if ! cmp -s "$work/uv-$round.freeze" "$work/pip-$round.freeze"; then
@@ -42,8 +44,8 @@ page=benchmarks/results/venv-install.md
          "($(nproc) cores). Each row is a fresh clone with an empty cache (XDG_CACHE_HOME unset:" \
          "the Makefile's .cache inside the clone), so every wheel is downloaded, as in CI."
     echo
-    echo "| round | installer | seconds | packages |"
-    echo "|---:|---|---:|---:|"
+    echo "| round | installer | seconds | packages | .pyc files |"
+    echo "|---:|---|---:|---:|---:|"
     printf '%s\n' "${rows[@]}"
     echo
     echo "Both installed the same packages at the same versions in every round (pip freeze," \

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,24 @@ def test_the_conda_environment_pins_what_requirements_txt_pins() -> None:
     assert pins(pip_section) == required
     deploy = ROOT / "workflow/envs/wscat.post-deploy.sh"  # installs the package itself
     assert deploy.stat().st_mode & stat.S_IXUSR and "pip install --no-deps -e ." in deploy.read_text()
+
+
+def test_the_lock_holds_every_pin_of_the_requirements_files() -> None:
+    """`make venv` installs requirements*.txt constrained by requirements-lock.txt: a pin changed
+    in one and not the other would fail the install, so `make lock` must follow a pin change.
+    The installed venv holds exactly the lock's versions."""
+    def normal(name: str) -> str:  # PEP 503: jupyter_core and jupyter-core are one package
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    lock = {normal(k): v for k, v in pins((ROOT / "requirements-lock.txt").read_text()
+                                             .splitlines()).items()}
+    for name in ("requirements.txt", "requirements-dev.txt"):
+        for package, version in pins((ROOT / name).read_text().splitlines()).items():
+            assert lock.get(normal(package)) == version, (
+                f"{name} pins {package}=={version}, requirements-lock.txt "
+                f"{lock.get(normal(package))}: run `make lock venv`")
+    installed = {normal(dist.metadata["Name"]): dist.version for dist in metadata.distributions()}
+    assert {k: installed.get(k) for k in lock} == lock, "the venv is not the lock: `make venv`"
 
 
 def _fake_conda(bin_dir: Path) -> Path:
