@@ -89,9 +89,10 @@ report: demo
 	$(VENV)/bin/snakemake --report results/report.html -- results/tables/digits.tex
 
 # Two workers (the CI machine's two cores; the pipelines' Snakemake runs leave one idle), each
-# taking whole files so that a module's fixture (a tiny pipeline run) is built once.
+# taking whole files so that a module's fixture (a tiny pipeline run) is built once; in the order
+# tests/conftest.py gives (the pipeline files first), not xdist's most-tests-first.
 # pytest's exit status 5, no test collected, fails both targets.
-PYTEST = $(VENV)/bin/pytest -q -n 2 --dist loadfile
+PYTEST = $(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # Every test (CI runs this).
 test: venv

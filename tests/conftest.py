@@ -11,6 +11,14 @@ import torch
 BIN = Path(sys.executable).parent  # the venv running the tests: snakemake, dvc, wscat
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/workflow (the files that run pipelines: 30-170 s each) before tests/unit, each part
+    in collection order. `make test`'s two workers take whole files first come, first served
+    (--dist loadfile --no-loadscope-reorder), so the small unit files fill in at the end instead
+    of one long pipeline file running alone on one worker while the other idles."""
+    items.sort(key=lambda item: Path(str(item.path)).parent.name != "workflow")
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Subprocess environment: the venv first on PATH, a writable cache for Snakemake."""

@@ -29,6 +29,7 @@ from torch import nn
 from wscat.attacks.objectives import cw_margin
 from wscat.attacks.mode import require_eval
 from wscat.attacks.pgd import Objective, pgd
+from wscat.optim import Adam
 
 _TINY = 1e-10
 
@@ -91,7 +92,7 @@ def non_robust_channels(tail: Callable[[torch.Tensor], torch.Tensor], z: torch.T
     z = z.detach()
     variance = z.var(dim=(2, 3))
     alpha = torch.zeros(*variance.shape, 1, 1, device=z.device, requires_grad=True)
-    optimiser = torch.optim.Adam([alpha], lr=lr)
+    optimiser = Adam([alpha], lr=lr)
     where = generator.device if generator is not None else z.device
     for _ in range(steps):
         sigma = F.softplus(alpha)

@@ -59,6 +59,7 @@ from wscat.attacks import frozen_batchnorm_stats, pgd
 from wscat.losses import consistency_mse, cross_entropy
 from wscat.methods.base import Batch, Method, StepContext, sigmoid_rampup
 from wscat.models.gan import Attacker, Discriminator, Generator
+from wscat.optim import Adam
 
 ADAM_BETAS = (0.0, 0.99)  # the released code's Adam betas for G, D and A
 
@@ -132,7 +133,7 @@ class Puat(Method):
         self.generator = Generator(image_shape, num_classes, latent_dim=latent_dim, width=gan_width)
         self.discriminator = Discriminator(image_shape, num_classes, width=gan_width)
         self.attacker = Attacker(latent_dim, num_classes, latent_eps=latent_eps, hidden=latent_dim)
-        self.optimizers = {name: torch.optim.Adam(getattr(self, name).parameters(), lr=gan_lr,
+        self.optimizers = {name: Adam(getattr(self, name).parameters(), lr=gan_lr,
                                                   betas=ADAM_BETAS)
                            for name in ("generator", "discriminator", "attacker")}
 

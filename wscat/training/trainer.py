@@ -32,7 +32,7 @@ from wscat.training.ema import make_ema, update_ema
 from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.run_folder import check_run_folder
 from wscat.training.schedule import make_scheduler
-from wscat.training.sgd import SGD
+from wscat.optim import SGD
 from wscat.training.speed import Precision, autocast, configure_backend, prepare_model
 
 

@@ -1,5 +1,5 @@
-"""wscat's SGD against torch.optim.SGD: the same updates and state, bit for bit, and no
-torch._dynamo import (the reason it exists)."""
+"""wscat.optim's SGD and Adam against torch.optim's: the same updates and state, bit for bit,
+and no torch._dynamo import (the reason they exist)."""
 from __future__ import annotations
 
 import copy
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from wscat.training.schedule import make_scheduler
-from wscat.training.sgd import SGD
+from wscat.optim import SGD, Adam
 
 SETTINGS = dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4)
 
@@ -77,27 +77,55 @@ def test_resumes_from_a_torch_state_dict_as_torch_does():
     assert _same_state(ours_opt.state_dict(), theirs_opt.state_dict())
 
 
-def test_refuses_differentiable():
+ADAM = [dict(lr=1e-3), dict(lr=2e-4, betas=(0.5, 0.999)),
+        dict(lr=0.01, weight_decay=1e-4, amsgrad=True)]  # NRF's, PUAT's, and the other branch
+
+
+def _adam_state(a: dict, b: dict) -> bool:
+    return a["param_groups"] == b["param_groups"] and a["state"].keys() == b["state"].keys() and all(
+        torch.equal(a["state"][k][part], b["state"][k][part])
+        for k in a["state"] for part in a["state"][k])
+
+
+@pytest.mark.parametrize("settings", ADAM)
+def test_adam_same_updates_and_state_as_torch(settings):
+    ours, theirs = _model(0), _model(0)
+    ours_opt = Adam(ours.parameters(), **settings)
+    theirs_opt = torch.optim.Adam(theirs.parameters(), **settings)
+    _train(ours, ours_opt, steps=12, seed=1)
+    _train(theirs, theirs_opt, steps=12, seed=1)
+    for p, q in zip(ours.state_dict().values(), theirs.state_dict().values()):
+        assert torch.equal(p, q)
+    assert _adam_state(ours_opt.state_dict(), theirs_opt.state_dict())
+    restored = Adam(_model(5).parameters(), **settings)  # a checkpoint's state loads as torch's
+    restored.load_state_dict(copy.deepcopy(theirs_opt.state_dict()))
+    assert _adam_state(restored.state_dict(), theirs_opt.state_dict())
+
+
+@pytest.mark.parametrize("optimizer", [SGD, Adam])
+def test_refuses_differentiable(optimizer):
     with pytest.raises(ValueError, match="differentiable"):
-        SGD(_model(0).parameters(), lr=0.1, differentiable=True).step()
+        optimizer(_model(0).parameters(), lr=0.1, differentiable=True).step()
 
 
-def test_does_not_import_dynamo():
+@pytest.mark.parametrize("name, settings", [("SGD", "lr=0.1, momentum=0.9, nesterov=True"),
+                                            ("Adam", "lr=1e-3")])
+def test_does_not_import_dynamo(name, settings):
     """A fresh interpreter trains a few steps, saves and loads the state: torch._dynamo stays
-    unloaded (torch.optim.SGD loads it on construction)."""
-    script = textwrap.dedent("""
+    unloaded (torch.optim's own optimiser loads it on construction)."""
+    script = textwrap.dedent(f"""
         import sys
         import torch
-        from wscat.training.sgd import SGD
+        from wscat.optim import {name}
         model = torch.nn.Linear(3, 2)
-        optimizer = SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+        optimizer = {name}(model.parameters(), {settings})
         for _ in range(3):
             optimizer.zero_grad()
             model(torch.ones(4, 3)).sum().backward()
             optimizer.step()
         optimizer.load_state_dict(optimizer.state_dict())
         print("torch._dynamo" in sys.modules)
-        torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.optim.{name}(model.parameters(), lr=0.1)
         print("torch._dynamo" in sys.modules)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
