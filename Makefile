@@ -25,21 +25,22 @@ venv: $(STAMP)
 
 # uv installs the same pinned set as pip (requirements-lock.txt) in a fraction of pip's time
 # (benchmarks/venv_install.sh); pip does it with `make venv INSTALLER=pip`, or where uv cannot be
-# installed.
+# installed or cannot install them (it reads no pip.conf).
 INSTALLER ?= uv
 UV_VERSION := 0.13.9
 REQUIREMENTS := -r requirements.txt -r requirements-dev.txt -c requirements-lock.txt
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-lock.txt pyproject.toml
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	if [ "$(INSTALLER)" = uv ] && $(VENV)/bin/pip install -q uv==$(UV_VERSION) $(QUIET_PIP); then \
+	if [ "$(INSTALLER)" = uv ] && $(VENV)/bin/pip install -q uv==$(UV_VERSION) $(QUIET_PIP) && \
 	    $(VENV)/bin/uv pip install -q --compile-bytecode --python $(VENV)/bin/python \
 	        $(REQUIREMENTS) && \
 	    $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps \
-	        --no-build-isolation -e .; \
+	        --no-build-isolation -e .; then :; \
 	else \
-	    [ "$(INSTALLER)" = pip ] || echo "make venv: uv could not be installed; pip installs" \
-	        "the same pins (slower)" >&2; \
+	    [ "$(INSTALLER)" = pip ] || echo "make venv: uv could not install the packages (see" \
+	        "above; it reads no pip.conf, so a pip-only mirror is one cause); pip installs the" \
+	        "same pins (slower)" >&2; \
 	    $(VENV)/bin/pip install -q $(REQUIREMENTS) $(QUIET_PIP) && \
 	    $(VENV)/bin/pip install -q --no-deps --no-build-isolation -e . $(QUIET_PIP); \
 	fi
