@@ -24,7 +24,7 @@ from wscat.config import load_params, method_for  # noqa: E402
 from wscat.methods import Batch, StepContext, build_method  # noqa: E402
 from wscat.models import build_model  # noqa: E402
 from wscat.training.ema import make_ema  # noqa: E402
-from wscat.training.sgd import SGD  # noqa: E402  (the trainer's optimizer)
+from wscat.optim import SGD  # noqa: E402  (the trainer's optimizer)
 from wscat.training.speed import configure_backend, prepare_model  # noqa: E402
 from wscat.training.trainer import train_step  # noqa: E402
 

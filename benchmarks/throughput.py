@@ -55,7 +55,7 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
     from wscat.methods import Batch, StepContext, build_method
     from wscat.models import build_model
     from wscat.training.ema import make_ema
-    from wscat.training.sgd import SGD  # the trainer's optimizer
+    from wscat.optim import SGD  # the trainer's optimizer
     from wscat.training.speed import configure_backend, prepare_model
     from wscat.training.trainer import train_step
 
