@@ -29,10 +29,11 @@ venv: $(STAMP)
 INSTALLER ?= uv
 UV_VERSION := 0.13.9
 REQUIREMENTS := -r requirements.txt -r requirements-dev.txt -c requirements-lock.txt
+INSTALL_UV = $(VENV)/bin/pip install -q uv==$(UV_VERSION) $(QUIET_PIP)
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-lock.txt pyproject.toml
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	if [ "$(INSTALLER)" = uv ] && $(VENV)/bin/pip install -q uv==$(UV_VERSION) $(QUIET_PIP) && \
+	if [ "$(INSTALLER)" = uv ] && $(INSTALL_UV) && \
 	    $(VENV)/bin/uv pip install -q --compile-bytecode --python $(VENV)/bin/python \
 	        $(REQUIREMENTS) && \
 	    $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps \
@@ -52,7 +53,7 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-lock.txt pyproject.
 .PHONY: lock
 lock:
 	test -x $(VENV)/bin/uv || { test -x $(VENV)/bin/python || python3 -m venv $(VENV); \
-	    $(VENV)/bin/pip install -q uv==$(UV_VERSION) $(QUIET_PIP); }
+	    $(INSTALL_UV); }
 	$(VENV)/bin/uv pip compile -q requirements.txt requirements-dev.txt \
 	    -o requirements-lock.txt --python-version 3.11
 

@@ -16,7 +16,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     in collection order. `make test`'s two workers take whole files first come, first served
     (--dist loadfile --no-loadscope-reorder), so the small unit files fill in at the end instead
     of one long pipeline file running alone on one worker while the other idles."""
-    items.sort(key=lambda item: Path(str(item.path)).parent.name != "workflow")
+    items.sort(key=lambda item: item.path.parent.name != "workflow")
 
 
 @pytest.fixture(scope="module")

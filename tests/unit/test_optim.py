@@ -36,10 +36,11 @@ def _train(model: nn.Module, optimizer: torch.optim.Optimizer, steps: int, seed:
 
 
 def _same_state(a: dict, b: dict) -> bool:
-    if a["param_groups"] != b["param_groups"] or a["state"].keys() != b["state"].keys():
-        return False
-    return all(torch.equal(a["state"][k]["momentum_buffer"], b["state"][k]["momentum_buffer"])
-               for k in a["state"])
+    """The same param_groups and, per parameter, the same state tensors (SGD's momentum buffer,
+    Adam's step and moments)."""
+    return a["param_groups"] == b["param_groups"] and a["state"].keys() == b["state"].keys() and all(
+        torch.equal(a["state"][k][part], b["state"][k][part])
+        for k in a["state"] for part in a["state"][k])
 
 
 @pytest.mark.parametrize("settings", [SETTINGS, dict(SETTINGS, nesterov=False),
@@ -81,12 +82,6 @@ ADAM = [dict(lr=1e-3), dict(lr=2e-4, betas=(0.5, 0.999)),
         dict(lr=0.01, weight_decay=1e-4, amsgrad=True)]  # NRF's, PUAT's, and the other branch
 
 
-def _adam_state(a: dict, b: dict) -> bool:
-    return a["param_groups"] == b["param_groups"] and a["state"].keys() == b["state"].keys() and all(
-        torch.equal(a["state"][k][part], b["state"][k][part])
-        for k in a["state"] for part in a["state"][k])
-
-
 @pytest.mark.parametrize("settings", ADAM)
 def test_adam_same_updates_and_state_as_torch(settings):
     ours, theirs = _model(0), _model(0)
@@ -96,10 +91,10 @@ def test_adam_same_updates_and_state_as_torch(settings):
     _train(theirs, theirs_opt, steps=12, seed=1)
     for p, q in zip(ours.state_dict().values(), theirs.state_dict().values()):
         assert torch.equal(p, q)
-    assert _adam_state(ours_opt.state_dict(), theirs_opt.state_dict())
+    assert _same_state(ours_opt.state_dict(), theirs_opt.state_dict())
     restored = Adam(_model(5).parameters(), **settings)  # a checkpoint's state loads as torch's
     restored.load_state_dict(copy.deepcopy(theirs_opt.state_dict()))
-    assert _adam_state(restored.state_dict(), theirs_opt.state_dict())
+    assert _same_state(restored.state_dict(), theirs_opt.state_dict())
 
 
 @pytest.mark.parametrize("optimizer", [SGD, Adam])

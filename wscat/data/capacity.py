@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from wscat.config import ConfigError
 from wscat.data.split import make_split
 
 # Images per class of the official archives: (classes, train per class, test per class).
@@ -64,9 +65,9 @@ def split_problem(name: str, cfg: Mapping[str, Any]) -> str | None:
 
 
 def check_splits(params: Mapping[str, Any]) -> None:
-    """Refuse the first dataset whose split settings the split step would refuse (ValueError,
+    """Refuse the first dataset whose split settings the split step would refuse (ConfigError,
     the split step's line): `snakemake -n` and `wscat list-experiments` read params alike."""
     for name, dataset in params["datasets"].items():
         problem = split_problem(name, dataset)
         if problem:
-            raise ValueError(problem)
+            raise ConfigError(problem)
