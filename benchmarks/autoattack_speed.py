@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the workers import wscat where it is not installed (a lent GPU)
 ATTACKS = ("apgd-ce", "apgd-t", "fab-t", "square")
 PATHS = ("library", "wscat")
 

@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ if any(importlib.util.find_spec(name) is None for name in MISSING):
     sys.exit(f"cifar10_proxy: needs {', '.join(MISSING)}; on a lent GPU machine install the "
              "carried wheels first (DEVELOPERS.md, 'The CIFAR-10 proxy on a lent GPU')")
 
+import mps as mps_service  # noqa: E402
 from jobrunner import Job, echo, run_jobs, tail  # noqa: E402
 
 from wscat.config import evaluation_for, load_params, method_for, training_for  # noqa: E402
@@ -86,12 +88,15 @@ def proxy_params(base: dict[str, Any], *, seed: int, npz: Path | None,
 
 
 def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Path,
-               threads: int, *, priority: bool = True,
-               labeler_beside: int | None = None) -> list[Job]:
+               threads: int, *, priority: bool = True, labeler_beside: int | None = None,
+               evaluations_after_training: bool = False) -> list[Job]:
     """Every step of one seed, with the command lines of the Snakemake rules, in the order they
     should start when ready; with `priority`, the chains through a labeler go first
     (`chain_priorities`: WSCAT's first), and the training and pseudo-labelling of WSCAT's labeler
-    share the device with at most `labeler_beside` other steps."""
+    share the device with at most `labeler_beside` other steps. With
+    `evaluations_after_training`, no evaluation starts before every training and pseudo-labelling
+    has ended (an order, `Job.after`: on a card the processes take turns on, AutoAttack beside a
+    training waits a turn behind it for each of its many small launches)."""
     experiment = params["experiments"][EXPERIMENT]
     dataset, model, methods = experiment["dataset"], experiment["model"], experiment["methods"]
     root = str(results)
@@ -135,6 +140,11 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
         jobs.append(Job(f"evaluate-extra {method}", [
             *evaluate, "--part", "extra", "--core", run.metrics(root), "--out", run.extra(root)],
             [f"evaluate {method}"], [Path(run.extra(root))]))
+    if evaluations_after_training:
+        first = [job.name for job in jobs if job.name.startswith(("train ", "pseudo-label "))]
+        for job in jobs:
+            if job.name.startswith("evaluate"):
+                job.after = list(first)
     jobs += report_jobs(params, params_file, seed, results, wscat)
     chains = chain_priorities(params)
     first = max(chains, key=lambda labeler: chains[labeler][0], default=None)
@@ -465,14 +475,22 @@ def run_record(jobs: list[Job], seed: int, elapsed: float, schedule: dict[str, A
                           if job.name in watch.step_gib else {})} for job in jobs]}
 
 
+# What the lent machine returns from OUT (.library/device/README.md, "Limits"): at most 8 files,
+# each at most 16 MiB and named in letters, digits, '.', '_' and '-', no more than two folders
+# down. So the seed's folder travels as one tarball, and the checkpoint as one file beside it.
+OUT_FILES_MAX, OUT_FILE_BYTES_MAX = 8, 16 * 2**20
+RETURNED_CHECKPOINT = "wscat"  # one robust model's best.pt comes back for profiling off the card
+
+
 def publish(params_file: Path, results: Path, seed: int, out: Path, record: dict[str, Any],
             files: list[Path]) -> Path:
-    """OUT/seed{seed}/: `files` at their places under results/ (so the project's path patterns
-    find them with the folder as the root), the params file, summary.md, progress.log and
-    run.json; no checkpoints, no .npz. Commit it as benchmarks/results/cifar10-proxy/seed{seed}/;
-    benchmarks/proxy_table.py renders Table 2 from such folders."""
-    target = out / f"seed{seed}"
-    staging = out / f".seed{seed}.partial"
+    """OUT/seed{seed}.tar.gz, holding seed{seed}/: `files` at their places under results/ (so
+    the project's path patterns find them with the folder as the root), the params file,
+    summary.md, progress.log and run.json; no checkpoints, no .npz. Unpack it into
+    benchmarks/results/cifar10-proxy/ and commit the folder; benchmarks/proxy_table.py renders
+    Table 2 from such folders. The folder is built under results/proxy/ first (a tarball, not a
+    folder, leaves the lent machine whole: see OUT_FILES_MAX)."""
+    staging = results / "proxy" / f"seed{seed}"
     shutil.rmtree(staging, ignore_errors=True)
     for path in files:
         copy = staging / path.relative_to(results)
@@ -483,10 +501,32 @@ def publish(params_file: Path, results: Path, seed: int, out: Path, record: dict
         if (out / name).is_file():
             shutil.copyfile(out / name, staging / name)
     write_json(staging / "run.json", record)
-    for path in staging.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+    target = out / f"seed{seed}.tar.gz"
+    with atomic_path(target) as tmp, tarfile.open(tmp, "w:gz") as tar:
+        for path in sorted(staging.rglob("*")):
+            info = tar.gettarinfo(str(path), arcname=f"seed{seed}/"
+                                  + path.relative_to(staging).as_posix())
+            info.mode, info.uid, info.gid, info.uname, info.gname = (
+                0o755 if path.is_dir() else 0o644), 0, 0, "", ""
+            if path.is_dir():
+                tar.addfile(info)
+            else:
+                with open(path, "rb") as handle:
+                    tar.addfile(info, handle)
+    return target
+
+
+def return_checkpoint(params: dict[str, Any], results: Path, seed: int, out: Path) -> Path | None:
+    """OUT/<method>-seed{seed}-best.pt: one robust model's checkpoint (RETURNED_CHECKPOINT), so
+    that AutoAttack can be profiled on a real proxy model without training it again; None where
+    the run did not make it or it exceeds what the machine returns."""
+    experiment = params["experiments"][EXPERIMENT]
+    source = Path(paper.Run(experiment["dataset"], experiment["model"], RETURNED_CHECKPOINT,
+                            seed).checkpoint(str(results)))
+    if not source.is_file() or source.stat().st_size > OUT_FILE_BYTES_MAX:
+        return None
+    target = out / f"{RETURNED_CHECKPOINT}-seed{seed}-best.pt"
+    shutil.copyfile(source, target)
     return target
 
 
@@ -510,11 +550,19 @@ def main() -> int:
     parser.add_argument("--labeler-beside", type=int, default=2,
                         help="at most this many other steps beside the Mean Teacher labeler's "
                              "training and pseudo-labelling (0: alone; --jobs or more: no cap)")
+    parser.add_argument("--mps", choices=("auto", "on", "off"), default="auto",
+                        help="run the steps as clients of NVIDIA's Multi-Process Service, so "
+                             "their kernels share the card at once (benchmarks/mps.py); auto: "
+                             "where it starts and a probe passes, else without")
+    parser.add_argument("--evaluations", choices=("auto", "beside", "after"), default="auto",
+                        help="whether evaluations may run beside trainings or start only after "
+                             "every training ended; auto: beside under MPS, after without")
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "proxy-out")))
     parser.add_argument("--deadline", type=float, default=None,
                         help="seconds after which running steps are killed and the summary written")
     args = parser.parse_args()
+    started = time.monotonic()  # --deadline counts from here, the MPS probe included
     for flag, value, least in (("--jobs", args.jobs, 1), ("--threads", args.threads, 1),
                                ("--labeler-beside", args.labeler_beside, 0)):
         if value is not None and value < least:
@@ -539,25 +587,44 @@ def main() -> int:
     say(f"CIFAR-10 proxy, seed {args.seed}, on {machine()}; params {params_file}")
     jobs_why = card_jobs(args.threads, args.gib_per_step) if args.jobs is None else (
         args.jobs, "--jobs")
+    mps_folder = Path(tempfile.gettempdir()) / f"wscat-mps-{os.getpid()}"  # short: a socket path
+    mps, mps_note = ((None, "--mps off: the steps take turns on the card") if args.mps == "off"
+                     else mps_service.start(mps_folder))
+    say(f"MPS: {mps_note}")
+    if args.mps == "on" and mps is None:
+        print("cifar10_proxy: error: --mps on, but MPS is not running; run with --mps auto "
+              "or off", file=sys.stderr)
+        return 2
+    after = args.evaluations == "after" or (args.evaluations == "auto" and mps is None)
     schedule = {"jobs": jobs_why[0], "jobs_from": jobs_why[1], "threads": args.threads,
-                "priority": args.priority, "labeler_beside": args.labeler_beside}
+                "priority": args.priority, "labeler_beside": args.labeler_beside,
+                "mps": mps is not None, "evaluations": "after" if after else "beside"}
     described = (f"{jobs_why[0]} steps at once ({jobs_why[1]}), {args.threads} threads each; "
                  + ("labeler chains first" if args.priority else "list order")
                  + ("" if args.labeler_beside >= jobs_why[0] - 1
-                    else f"; the Mean Teacher labeler with at most {args.labeler_beside} beside"))
+                    else f"; the Mean Teacher labeler with at most {args.labeler_beside} beside")
+                 + ("; MPS" if mps else "")
+                 + ("; evaluations after every training" if after
+                    else "; evaluations beside the trainings"))
     say(f"schedule: {described}")
     jobs = build_jobs(params, params_file, args.seed, args.results, args.threads,
-                      priority=args.priority, labeler_beside=args.labeler_beside)
+                      priority=args.priority, labeler_beside=args.labeler_beside,
+                      evaluations_after_training=after)
     watch = GpuWatch(jobs)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    env = {**(mps.env if mps else os.environ), "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]), "PYTHONUNBUFFERED": "1"}
     t0 = time.monotonic()
     dataset = params["experiments"][EXPERIMENT]["dataset"]
     epochs = {method: training_for(params, dataset, method)["epochs"]
               for method in params["experiments"][EXPERIMENT]["methods"]}
-    run_jobs(jobs, parallel=jobs_why[0], say=say, deadline_s=args.deadline,
-             status=lambda job: epoch_note(job, epochs.get(job.name.removeprefix("train "))),
-             env=env, note=watch)
+    try:
+        run_jobs(jobs, parallel=jobs_why[0], say=say, deadline_s=None if args.deadline is None
+                 else args.deadline - (time.monotonic() - started),
+                 status=lambda job: epoch_note(job, epochs.get(job.name.removeprefix("train "))),
+                 env=env, note=watch)
+    finally:
+        if mps is not None:
+            say("MPS: stopped" if mps.stop() else "MPS: the daemon did not answer 'quit'")
     elapsed = time.monotonic() - t0
     write_text(args.out / "summary.md", summary(params, jobs, args.results, args.seed, args.npz,
                                                 elapsed, described, watch))
@@ -565,13 +632,15 @@ def main() -> int:
     done, kept = sum(job.status == "done" for job in jobs), sum(job.kept for job in jobs)
     say(f"{done} of {len(jobs)} steps done in {elapsed:.0f} s"
         + (f" ({kept} kept from an earlier call)" if kept else "") + f"; {args.out}/summary.md")
-    folder = publish(params_file, args.results, args.seed, args.out,
-                     run_record(jobs, args.seed, elapsed, schedule, watch),
-                     seed_files(params, args.results, args.seed))
+    tarball = publish(params_file, args.results, args.seed, args.out,
+                      run_record(jobs, args.seed, elapsed, schedule, watch),
+                      seed_files(params, args.results, args.seed))
+    return_checkpoint(params, args.results, args.seed, args.out)
     for path in args.out.iterdir():  # atomic writes leave 0600 files; let any reader fetch them
         if path.is_file():
             path.chmod(0o644)
-    print(f"commit {folder} as benchmarks/results/{EXPERIMENT}/{folder.name}/", flush=True)
+    print(f"unpack {tarball} into benchmarks/results/{EXPERIMENT}/ and commit seed{args.seed}/",
+          flush=True)
     return 0 if done == len(jobs) else 1
 
 

@@ -11,7 +11,9 @@ Unlike Snakemake's default, the ready jobs start by `priority` (the critical pat
 CIFAR-10 proxy, the Mean Teacher labeler -> its pseudo-labels -> WSCAT's training and evaluation),
 and a prioritised job that cannot start yet holds back every job of lower priority, so the
 critical path is never starved of a slot. `beside` caps how many other jobs share the device
-while a job runs (0: it runs alone). The order changes timings only: every step is deterministic.
+while a job runs (0: it runs alone), and `after` names jobs that must have ended (whatever became
+of them) before a job starts: an order, not a dependency. The order changes timings only: every
+step is deterministic.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class Job:
     log: Path | None = None
     priority: int = 0  # higher starts first among the ready jobs; > 0 is never starved
     beside: int | None = None  # while it runs, at most this many other jobs run (None: any)
+    after: list[str] = field(default_factory=list)  # start only once these have ended
     pid: int = 0  # its process, while it runs or after
     status: str = "pending"  # pending, running, done, failed, skipped, killed
     seconds: float = 0.0
@@ -50,7 +53,8 @@ def _clock(seconds: float) -> str:
 def startable(jobs: list[Job], parallel: int) -> list[Job]:
     """The pending jobs to start now, in the order to start them.
 
-    Ready jobs (every dependency done) go by priority, highest first, then in list order. A job
+    Ready jobs (every dependency done, every job of `after` ended: done, failed, skipped or
+    killed) go by priority, highest first, then in list order. A job
     starts while fewer than `parallel` run, its own `beside` allows as many others, and no running
     job's `beside` forbids one more. A prioritised job (priority > 0) that cannot start holds back
     every ready job of lower priority, so it gets the next slot that frees.
@@ -58,7 +62,8 @@ def startable(jobs: list[Job], parallel: int) -> list[Job]:
     by_name = {job.name: job for job in jobs}
     running = [job for job in jobs if job.status == "running"]
     ready = [job for job in jobs if job.status == "pending"
-             and all(by_name[d].status == "done" for d in job.deps)]
+             and all(by_name[d].status == "done" for d in job.deps)
+             and all(by_name[a].status not in ("pending", "running") for a in job.after)]
     order = sorted(range(len(ready)), key=lambda i: (-ready[i].priority, i))
     chosen: list[Job] = []
     held = None  # the priority of a prioritised job that had to wait

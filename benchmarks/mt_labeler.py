@@ -26,10 +26,14 @@ benchmarks/results/mt-labeler-<tag>.md.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -39,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import mps  # noqa: E402
 from cifar10_proxy import EXPERIMENT, proxy_params  # noqa: E402
 
 from wscat.config import load_params, method_for, training_for, validate_params  # noqa: E402
@@ -112,6 +117,70 @@ def base_params(args: argparse.Namespace) -> tuple[dict, str]:
     return base, model
 
 
+def one_run(base: dict, run: str, dataset: str, model: str, seed: int, split: Path, out: Path,
+            device: torch.device) -> dict[str, float]:
+    """Train one labeler run on a seed's split; its validation accuracy (the score), its
+    pseudo-label accuracy (a diagnostic) and its training seconds."""
+    params, method = configure(base, run, dataset)
+    started = time.monotonic()
+    train_step.run(params, dataset=dataset, model=model, method=method, seed=seed,
+                   split_path=split, pseudo_path=None, out_dir=out, device=device)
+    seconds = time.monotonic() - started
+    report = pseudo_step.run(params, dataset=dataset, seed=seed, split_path=split,
+                             checkpoint=out / "best.pt", out=out / "pseudo.npz",
+                             metrics=out / "pseudo.json", labeler=method, device=device)
+    score = validation_accuracy(params, dataset, split, out / "best.pt", device)
+    print(f"seed {seed} {run}: validation {score:.2f}, pseudo-labels {report['accuracy']:.2f} "
+          f"(diagnostic), {seconds:.0f} s", flush=True)
+    return {"validation": score, "accuracy": report["accuracy"], "seconds": seconds}
+
+
+def in_parallel(args: argparse.Namespace, work: list[tuple[int, str, Path]],
+                splits: dict[int, Path], tmp: Path) -> list[dict[str, float]]:
+    """Every (seed, run) of `work` in its own process, `--jobs` at once, as clients of MPS where
+    it runs (benchmarks/mps.py; `--mps`); the results in `work`'s order."""
+    if args.mps == "off" or not args.device.startswith("cuda"):
+        service, note = None, f"off (--mps {args.mps}, --device {args.device})"
+    else:
+        service, note = mps.start(tmp / "mps")
+    print(f"MPS: {note}", flush=True)
+    if args.mps == "on" and service is None:
+        raise SystemExit("mt_labeler.py: --mps on, but MPS is not running; use --mps auto or off")
+    env = {**(service.env if service else os.environ), "PYTHONUNBUFFERED": "1"}
+    base_argv = [sys.executable, str(Path(__file__).resolve()), "--dataset", args.dataset,
+                 "--params", str(args.params), "--device", args.device, "--threads",
+                 str(args.threads), "--tag", args.tag, "--seeds", *map(str, args.seeds)]
+    base_argv += ["--npz", str(args.npz)] if args.npz else []
+    base_argv += ["--model", args.model] if args.model else []
+
+    def launch(item: tuple[int, str, Path]) -> dict[str, float]:
+        seed, run, out = item
+        answer = out.with_suffix(".json")
+        done = subprocess.run([*base_argv, "--worker", run, str(seed), str(splits[seed]),
+                               str(out), str(answer)], env=env)
+        if done.returncode != 0:
+            raise SystemExit(f"mt_labeler.py: the run {run} on seed {seed} failed "
+                             f"(exit {done.returncode})")
+        return json.loads(answer.read_text())
+
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            return list(pool.map(launch, work))
+    finally:
+        if service is not None:
+            service.stop()
+
+
+def worker(args: argparse.Namespace) -> int:
+    """`--worker RUN SEED SPLIT OUT ANSWER`: one run of `in_parallel`, its result to ANSWER."""
+    run, seed, split, out, answer = args.worker
+    base, model = base_params(args)
+    result = one_run(base, run, args.dataset, model, int(seed), Path(split), Path(out),
+                     torch.device(args.device))
+    write_text(Path(answer), json.dumps(result))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default=PROXY,
@@ -126,33 +195,44 @@ def main() -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tag", required=True, help="names benchmarks/results/mt-labeler-TAG.md")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at once, each in its own process (they share the device)")
+    parser.add_argument("--mps", choices=("auto", "on", "off"), default="auto",
+                        help="with --jobs > 1 on a GPU: the runs as clients of NVIDIA's "
+                             "Multi-Process Service (benchmarks/mps.py); auto: where it starts")
+    parser.add_argument("--page", type=Path, default=None,
+                        help="where to write the page (default benchmarks/results/"
+                             "mt-labeler-TAG.md)")
+    parser.add_argument("--worker", nargs=5, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.worker:
+        return worker(args)
+    if args.jobs < 1:
+        raise SystemExit(f"mt_labeler.py: --jobs {args.jobs}: give a whole number of at least 1")
     base, model = base_params(args)
     dataset, device = args.dataset, torch.device(args.device)
     accuracy: dict[str, list[float]] = {run: [] for run in args.runs}  # diagnostic only
     validation: dict[str, list[float]] = {run: [] for run in args.runs}
     seconds = dict.fromkeys(args.runs, 0.0)
+    started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
+        splits = {}
         for seed in args.seeds:
-            split = Path(tmp) / f"split-{seed}.npz"
-            split_step.run(validate_params(base), dataset, seed, split)
-            for run in args.runs:
-                params, method = configure(base, run, dataset)
-                out = Path(tmp) / f"{run.replace(':', '-')}-{seed}"
-                started = time.monotonic()
-                train_step.run(params, dataset=dataset, model=model, method=method, seed=seed,
-                               split_path=split, pseudo_path=None, out_dir=out, device=device)
-                seconds[run] += time.monotonic() - started
-                report = pseudo_step.run(params, dataset=dataset, seed=seed, split_path=split,
-                                         checkpoint=out / "best.pt", out=out / "pseudo.npz",
-                                         metrics=out / "pseudo.json", labeler=method,
-                                         device=device)
-                accuracy[run].append(report["accuracy"])
-                validation[run].append(validation_accuracy(params, dataset, split,
-                                                           out / "best.pt", device))
-                print(f"seed {seed} {run}: validation {validation[run][-1]:.2f}, pseudo-labels "
-                      f"{report['accuracy']:.2f} (diagnostic)", flush=True)
+            splits[seed] = Path(tmp) / f"split-{seed}.npz"
+            split_step.run(validate_params(base), dataset, seed, splits[seed])
+        work = [(seed, run, Path(tmp) / f"{run.replace(':', '-')}-{seed}")
+                for seed in args.seeds for run in args.runs]
+        if args.jobs == 1:
+            results = [one_run(base, run, dataset, model, seed, splits[seed], out, device)
+                       for seed, run, out in work]
+        else:
+            results = in_parallel(args, work, splits, Path(tmp))
+        for (seed, run, _), result in zip(work, results):
+            seconds[run] += result["seconds"]
+            accuracy[run].append(result["accuracy"])
+            validation[run].append(result["validation"])
+    wall = time.monotonic() - started
     machine = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else cpu_model()
     several = len(args.seeds) > 1
 
@@ -173,16 +253,17 @@ def main() -> int:
             "accuracy (a diagnostic)\n\n"
             f"`{' '.join(['benchmarks/mt_labeler.py', *sys.argv[1:]])}`\n\n"
             f"Model {model}, seeds {' '.join(map(str, args.seeds))}, {machine}, "
-            f"{args.threads} thread(s). Each labeler's checkpoint is the one the pipeline labels "
+            f"{args.threads} thread(s), {args.jobs} run(s) at once, {wall:.0f} s in all. "
+            "Each labeler's checkpoint is the one the pipeline labels "
             "with (best.pt: Standard's by validation accuracy, Mean Teacher's the last); seconds "
-            "of training, summed over the seeds.\n\n"
+            "of training, summed over the seeds (with several runs at once, each run's own).\n\n"
             "## Accuracy on the labelled validation split (%): the score a choice may use\n\n"
             + table(validation) +
             "\n## Pseudo-label accuracy on the unlabelled training images (%): a diagnostic\n\n"
             "It reads the true labels of the unlabelled images, which a user of the method does "
             "not have (DESIGN.md, principle 8): it says what a choice did and never makes one.\n\n"
             + table(accuracy))
-    target = ROOT / "benchmarks" / "results" / f"mt-labeler-{args.tag}.md"
+    target = args.page or ROOT / "benchmarks" / "results" / f"mt-labeler-{args.tag}.md"
     write_text(target, page)
     print(f"wrote {target}")
     return 0

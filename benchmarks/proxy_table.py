@@ -1,7 +1,7 @@
 """Table 2 of the CIFAR-10 proxy over the seeds whose runs are in, with no GPU.
 
-Each GPU run of benchmarks/cifar10_proxy.py returns OUT/seed{s}/, committed as
-benchmarks/results/cifar10-proxy/seed{s}/ (its README): the run's metrics (per-image flags,
+Each GPU run of benchmarks/cifar10_proxy.py returns OUT/seed{s}.tar.gz, whose seed{s}/ is
+committed as benchmarks/results/cifar10-proxy/seed{s}/ (its README): the run's metrics (per-image flags,
 manifests), pseudo-label reports and train logs at their places under results/, its params,
 summary.md and run.json. This script reads those folders and renders, through the same functions
 as `wscat table`, `wscat paper-table` and `wscat paper-compare` (so it follows their statistics):
@@ -46,8 +46,9 @@ def seed_dirs(seeds_dir: Path) -> dict[int, Path]:
     found = {int(m.group(1)): path for path in seeds_dir.iterdir()
              if path.is_dir() and (m := SEED_DIR.fullmatch(path.name))}
     if not found:
-        raise ValueError(f"{seeds_dir}: no seed{{s}}/ folder; copy a run's OUT/seed{{s}}/ there "
-                         "(DEVELOPERS.md, 'The CIFAR-10 proxy on a lent GPU')")
+        raise ValueError(f"{seeds_dir}: no seed{{s}}/ folder; unpack a run's "
+                         "OUT/seed{s}.tar.gz there (DEVELOPERS.md, 'The CIFAR-10 proxy on a lent "
+                         "GPU')")
     return dict(sorted(found.items()))
 
 
@@ -109,7 +110,7 @@ def metrics_files(params: dict[str, Any], dirs: dict[int, Path]) -> list[Path]:
                                      "(DEVELOPERS.md) or move its folder out")
                 if json.loads(path.read_text()).get("seed") != seed:
                     raise ValueError(f"{path}: holds another seed's metrics than seed {seed}; "
-                                     "copy each run's OUT/seed{s}/ unchanged")
+                                     "unpack each run's OUT/seed{s}.tar.gz unchanged")
                 files.append(path)
     return files
 

@@ -119,3 +119,16 @@ def test_beside_keeps_the_labeler_alone_or_with_few() -> None:
         times = simulate(proxy_like(beside), 6, SECONDS)
         assert most_beside(times, "mt") == beside and most_beside(times, "pseudo mt") <= beside
     assert most_beside(simulate(proxy_like(None), 6, SECONDS), "mt") > 2  # no cap: what is ready
+
+
+def test_a_job_after_others_waits_until_they_end_whatever_became_of_them() -> None:
+    """`after` orders without depending: the evaluation waits while a training is pending or
+    runs, and starts once every one has ended, a failed one too; it holds nothing back."""
+    jobs = [Job("train a", []), Job("train b", [], status="running"),
+            Job("evaluate a", [], ["train a"], after=["train a", "train b"], priority=2),
+            Job("curves a", [], ["train a"])]
+    assert names(startable(jobs, 8)) == ["train a"]
+    jobs[0].status = "done"
+    assert names(startable(jobs, 8)) == ["curves a"]  # b still trains: the evaluation waits
+    jobs[1].status = "failed"
+    assert names(startable(jobs, 8)) == ["evaluate a", "curves a"]

@@ -206,6 +206,31 @@ def test_the_mean_teacher_chain_never_waits_for_a_slot(tmp_path: Path) -> None:
     assert times["train wscat"][0] > times["pseudo-label mt"][1]  # list order: it waited
 
 
+def test_evaluations_after_training_wait_for_every_training_and_nothing_else(
+        tmp_path: Path) -> None:
+    """Without MPS (`--evaluations auto`) no evaluation shares the card with a training: each
+    starts once the last training has ended, and the labeler chain up to WSCAT's training still
+    starts each step when the one it needs ends."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import build_jobs, proxy_params
+
+    from tests.unit.test_jobrunner import simulate
+
+    params = proxy_params(real_params(), seed=1, npz=None, epochs=None)
+    jobs = build_jobs(params, tmp_path / "params.yaml", 1, tmp_path, 2, labeler_beside=2,
+                      evaluations_after_training=True)
+    seconds = {job.name: {"train": 280.0, "evaluate": 60.0}.get(job.name.split()[0], 8.0)
+               for job in jobs}
+    times = simulate(jobs, 8, seconds)
+    trained = max(end for name, (_, end) in times.items()
+                  if name.startswith(("train ", "pseudo-label ")))
+    evaluations = {name: start for name, (start, _) in times.items()
+                   if name.startswith("evaluate")}
+    assert len(evaluations) == 12 and min(evaluations.values()) == trained
+    chain = ["split", "train mt", "pseudo-label mt", "train wscat"]
+    assert [b for a, b in zip(chain, chain[1:]) if times[b][0] != times[a][1]] == []
+    assert min(start for name, (start, _) in times.items() if name.startswith("curves")) < trained
+
 def _proxy_script(tmp: Path, base: Path, npz: Path, results: Path, out: Path,
                   *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -229,6 +254,34 @@ def proxy_run(archive, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pa
     result = _proxy_script(tmp, base, npz, results, out)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return {"tmp": tmp, "base": base, "npz": npz, "out": out, "results": results}
+
+
+def _unpacked(out: Path, into: Path) -> Path:
+    """OUT/seed1.tar.gz unpacked into `into` (as on the session's machine); its seed1/ folder."""
+    with tarfile.open(out / "seed1.tar.gz") as tar:
+        names = tar.getnames()
+        assert all(name == "seed1" or name.startswith("seed1/") for name in names), names
+        tar.extractall(into, filter="data")
+    return into / "seed1"
+
+
+@pytest.mark.slow
+def test_what_the_run_leaves_in_out_comes_back_from_the_lent_machine(proxy_run) -> None:
+    """The device returns at most 8 files from OUT, none deeper than two folders, each at most
+    16 MiB and plainly named: the first H100 seed lost its metrics to the depth rule, so OUT
+    holds files only (the seed's folder as one tarball), and the checkpoint for profiling."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import OUT_FILE_BYTES_MAX, OUT_FILES_MAX
+
+    out = proxy_run["out"]
+    entries = sorted(path.name for path in out.iterdir())
+    assert entries == ["progress.log", "results.tar.gz", "seed1.tar.gz", "summary.md",
+                       "wscat-seed1-best.pt"]
+    assert all((out / name).is_file() for name in entries) and len(entries) <= OUT_FILES_MAX
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+", name) for name in entries)
+    assert all((out / name).stat().st_size <= OUT_FILE_BYTES_MAX for name in entries)
+    state = torch.load(out / "wscat-seed1-best.pt", map_location="cpu", weights_only=True)
+    assert state  # a checkpoint the project's loaders read
 
 
 @pytest.mark.slow
@@ -259,11 +312,13 @@ def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(proxy_run) -> None:
     assert {m: len(text.splitlines()) - 1 for m, text in logs.items()} == {
         "trades": 1, "mt": 2, "wscat": 1}
     assert "1 epochs (mt: 2)" in summary
-    assert "- schedule: 2 steps at once (--jobs), 1 threads each; labeler chains first" in summary
-    # OUT/seed1/: what is committed as benchmarks/results/cifar10-proxy/seed1/, at the places
-    # results/ has it (metrics with per-image flags and manifests, train logs, pseudo-label
-    # reports), with the params, the summary, the progress and run.json; no checkpoint, no npz.
-    folder = out / "seed1"
+    assert ("- schedule: 2 steps at once (--jobs), 1 threads each; labeler chains first; "
+            "evaluations after every training") in summary  # no MPS here
+    # OUT/seed1.tar.gz holds seed1/, what is committed as benchmarks/results/cifar10-proxy/seed1/,
+    # at the places results/ has it (metrics with per-image flags and manifests, train logs,
+    # pseudo-label reports), with the params, the summary, the progress and run.json; no
+    # checkpoint, no npz.
+    folder = _unpacked(out, proxy_run["tmp"] / "unpacked")
     files = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*")
                    if path.is_file())
     runs = [f"{kind}/{PROXY}/wrn-10-1/{m}/seed1{end}" for m in ("mt", "trades", "wscat")
@@ -309,9 +364,10 @@ def test_a_second_call_keeps_every_finished_step(proxy_run) -> None:
     assert "| WSCAT |" in summary and "did not run again" in summary
     with tarfile.open(again / "results.tar.gz") as tar:
         assert f"results/metrics/{PROXY}/wrn-10-1/mt/seed1.json" in tar.getnames()
-    record = json.loads((again / "seed1/run.json").read_text())
+    folder = _unpacked(again, tmp / "unpacked-again")
+    record = json.loads((folder / "run.json").read_text())
     assert record["complete"] and not record["one_call"]  # done, but by the first call
-    assert (again / f"seed1/metrics/{PROXY}/wrn-10-1/mt/seed1.json").read_bytes() == (
+    assert (folder / f"metrics/{PROXY}/wrn-10-1/mt/seed1.json").read_bytes() == (
         results / f"metrics/{PROXY}/wrn-10-1/mt/seed1.json").read_bytes()
     # Other params (here --epochs) than the results were made with: stop, keep nothing stale.
     other = _proxy_script(tmp, proxy_run["base"], proxy_run["npz"], results, tmp / "out-other",
@@ -432,7 +488,7 @@ def proxy_params_of_real(tmp_path: Path) -> dict:
 
 
 def _as_seed(src: Path, root: Path, seed: int) -> Path:
-    """The tiny run's OUT/seed1/ as the folder of seed `seed`: its paths, the params' seed and
+    """The tiny run's unpacked seed1/ as the folder of seed `seed`: its paths, the params' seed and
     each file's 'seed' rewritten, and every run's per-image flags drawn anew (seeded; the tiny
     model gets every image wrong, so all seeds would tie at 0) with the five accuracies and their
     harmonic Mean recomputed from them, as `wscat evaluate` writes them."""
@@ -470,7 +526,7 @@ def _as_seed(src: Path, root: Path, seed: int) -> Path:
 def seeds_dir(proxy_run, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("seeds")
     for seed in (1, 2, 3):
-        _as_seed(proxy_run["out"] / "seed1", root, seed)
+        _as_seed(_unpacked(proxy_run["out"], proxy_run["tmp"] / "unpacked-seeds"), root, seed)
     return root
 
 
@@ -601,3 +657,40 @@ def test_the_gpu_watch_reads_nvidia_smi(tmp_path: Path, monkeypatch) -> None:
                                   "GPU memory / 20 GiB a step")
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
     assert GpuWatch(jobs)() == "" and card_jobs(1, 20.0)[1] == f"{cores} cores / 1 threads a step"
+
+
+def test_the_proxy_script_refuses_mps_on_where_it_cannot_run(tmp_path: Path) -> None:
+    """`--mps on` without MPS: one line, exit 2, before any step runs."""
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--mps",
+                           "on", "--results", str(tmp_path / "results"), "--out",
+                           str(tmp_path / "out")], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "cifar10_proxy: error: --mps on, but MPS is not running; run with --mps auto or off"]
+    assert not (tmp_path / "results" / "logs").exists()
+
+
+@pytest.mark.slow
+def test_the_labeler_choice_scores_the_same_with_runs_at_once(tmp_path: Path) -> None:
+    """benchmarks/mt_labeler.py --jobs 2 (each run its own process; no MPS on a CPU) gives the
+    same validation and pseudo-label accuracies as one run after the other: only seconds move."""
+    params = real_params()
+    params["training"]["digits"]["epochs"] = 1
+    params["training"]["digits"].pop("per_method", None)
+    base = tmp_path / "params.yaml"
+    base.write_text(yaml.safe_dump(params, sort_keys=False))
+    pages = {}
+    for jobs in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks/mt_labeler.py"), "--dataset", "digits",
+             "--params", str(base), "--runs", "standard", "mt:1:copy", "--jobs", jobs,
+             "--tag", "test", "--page", str(tmp_path / f"page{jobs}.md")],
+            capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        pages[jobs] = [re.sub(r"^(\| [^|]+ \| \d+ \| )\d+ ", r"\1", line)  # drop the seconds
+                       for line in (tmp_path / f"page{jobs}.md").read_text().splitlines()
+                       if line.startswith("| standard") or line.startswith("| mt")]
+    assert len(pages["1"]) == 4 and pages["1"] == pages["2"]
+    assert "MPS: off (--mps auto, --device cpu)" in done.stdout

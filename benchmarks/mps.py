@@ -1,0 +1,99 @@
+"""NVIDIA's Multi-Process Service for the steps of one GPU call: start it, check it, stop it.
+
+Without MPS the processes that share a card take turns on it (each CUDA context gets the whole
+card for a time slice), so a step that launches many small kernels and waits for each result
+(AutoAttack: FAB-T, Square) waits a turn behind every training's queue: on the H100, Mean
+Teacher's core evaluation took 431 s beside four trainings against ~57 s for a more robust model
+alone (benchmarks/results/cifar10-proxy-h100-seed1-partial-2.md). Under MPS the processes' kernels
+share the card at once. It changes no setting of the card (clocks, compute mode, MIG stay as they
+are) and no result (each process runs the same kernels); `stop` ends the daemon before the call
+returns. A step started with `Mps.env` is an MPS client; where MPS cannot start, or a probe
+process fails under it, the daemon is stopped and the steps share the card as before.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+CONTROL = "nvidia-cuda-mps-control"
+DRIVER_BIN = Path("/usr/local/nvidia/bin")  # where the lent machines' driver tools may live
+PROBE = ("import torch; x = torch.arange(4096, device='cuda', dtype=torch.float32); "
+         "assert float((x * 2).sum()) == 4096 * 4095; torch.cuda.synchronize()")
+
+
+@dataclass
+class Mps:
+    """A running MPS daemon: the environment its clients need, and the control program."""
+
+    control: str
+    env: dict[str, str]
+
+    def servers(self) -> list[str]:
+        """The PIDs of the MPS servers the daemon runs (one once a client has connected)."""
+        out = _control(self.control, self.env, "get_server_list\n")
+        return out.split() if out is not None else []
+
+    def stop(self) -> bool:
+        """Ask the daemon to quit (it ends its servers); whether it answered."""
+        return _control(self.control, self.env, "quit\n") is not None
+
+
+def _control(control: str, env: dict[str, str], command: str) -> str | None:
+    """One command to the daemon on its stdin; its answer, or None where it did not answer."""
+    try:
+        done = subprocess.run([control], input=command, env=env, capture_output=True, text=True,
+                              timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def find_control() -> str | None:
+    """The MPS control program on PATH or in the driver's folder, or None."""
+    found = shutil.which(CONTROL)
+    if found is None and (DRIVER_BIN / CONTROL).is_file():
+        found = str(DRIVER_BIN / CONTROL)
+    return found
+
+
+def start(folder: Path, *, probe: list[str] | None = None,
+          control: str | None = None) -> tuple[Mps | None, str]:
+    """Start the daemon with its pipe and log folders under `folder`, then run `probe` (default:
+    a small CUDA computation in this Python) as its client: (the daemon, what happened), or
+    (None, why not) with the daemon stopped again."""
+    control = control or find_control()
+    if control is None:
+        return None, f"no {CONTROL} on this machine; the steps take turns on the card"
+    env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"),
+           "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
+    for name in ("pipe", "log"):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    try:
+        daemon = subprocess.run([control, "-d"], env=env, capture_output=True, text=True,
+                                timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return None, f"{CONTROL} -d did not start ({error}); the steps take turns on the card"
+    if daemon.returncode != 0:
+        return None, (f"{CONTROL} -d exited {daemon.returncode} "
+                      f"({(daemon.stderr or daemon.stdout).strip()[:200]}); the steps take turns "
+                      "on the card")
+    mps = Mps(control, env)
+    try:
+        checked = subprocess.run(probe or [sys.executable, "-c", PROBE], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        failed = (f"exit {checked.returncode}: {(checked.stderr or '').strip()[-300:]}"
+                  if checked.returncode != 0 else "")
+    except (OSError, subprocess.TimeoutExpired) as error:
+        failed = str(error)
+    servers = mps.servers() if not failed else []
+    if not failed and not servers:
+        failed = "no MPS server ran the probe"
+    if failed:
+        mps.stop()
+        return None, f"MPS started but a CUDA probe failed under it ({failed}); stopped it, the " \
+                     "steps take turns on the card"
+    return mps, f"MPS on (server {servers[0]}; pipe {folder / 'pipe'}): the steps share the card"
