@@ -21,8 +21,13 @@ from pathlib import Path
 
 CONTROL = "nvidia-cuda-mps-control"
 DRIVER_BIN = Path("/usr/local/nvidia/bin")  # where the lent machines' driver tools may live
+# The probe client: a small CUDA computation, then, with its context still open, the servers the
+# daemon runs (the one serving it, where it is an MPS client), printed as 'mps-servers PID...'.
+SERVERS = ("import os, subprocess; print('mps-servers', subprocess.run("
+           "[os.environ['WSCAT_MPS_CONTROL']], input='get_server_list\\n', capture_output=True, "
+           "text=True, timeout=20).stdout.strip(), flush=True)")
 PROBE = ("import torch; x = torch.arange(4096, device='cuda', dtype=torch.float32); "
-         "assert float((x * 2).sum()) == 4096 * 4095; torch.cuda.synchronize()")
+         "assert float((x * 2).sum()) == 4096 * 4095; torch.cuda.synchronize(); " + SERVERS)
 
 
 @dataclass
@@ -63,8 +68,10 @@ def find_control() -> str | None:
 def start(folder: Path, *, probe: list[str] | None = None,
           control: str | None = None) -> tuple[Mps | None, str]:
     """Start the daemon with its pipe and log folders under `folder`, then run `probe` (default:
-    a small CUDA computation in this Python) as its client: (the daemon, what happened), or
-    (None, why not) with the daemon stopped again."""
+    PROBE, in this Python) as its client: (the daemon, what happened), or (None, why not) with
+    the daemon stopped again. The probe passes when it exits 0 and names a server it saw while
+    it ran (its 'mps-servers' line): a client that could not reach the daemon runs without MPS
+    (the driver falls back silently), and no server would serve it."""
     control = control or find_control()
     if control is None:
         return None, f"no {CONTROL} on this machine; the steps take turns on the card"
@@ -82,14 +89,18 @@ def start(folder: Path, *, probe: list[str] | None = None,
                       f"({(daemon.stderr or daemon.stdout).strip()[:200]}); the steps take turns "
                       "on the card")
     mps = Mps(control, env)
+    servers: list[str] = []
     try:
-        checked = subprocess.run(probe or [sys.executable, "-c", PROBE], env=env,
-                                 capture_output=True, text=True, timeout=120)
+        checked = subprocess.run(probe or [sys.executable, "-c", PROBE],
+                                 env={**env, "WSCAT_MPS_CONTROL": control}, capture_output=True,
+                                 text=True, timeout=120)
         failed = (f"exit {checked.returncode}: {(checked.stderr or '').strip()[-300:]}"
                   if checked.returncode != 0 else "")
+        for line in checked.stdout.splitlines():
+            if line.startswith("mps-servers"):
+                servers = line.split()[1:]
     except (OSError, subprocess.TimeoutExpired) as error:
         failed = str(error)
-    servers = mps.servers() if not failed else []
     if not failed and not servers:
         failed = "no MPS server ran the probe"
     if failed:

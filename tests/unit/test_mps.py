@@ -29,8 +29,9 @@ case "$command" in
 esac
 exit 1
 """
-CLIENT = ("import os; open(os.path.join(os.environ['CUDA_MPS_PIPE_DIRECTORY'], 'server'), 'w')"
-          ".write('4242')")  # a client's first CUDA call makes the daemon start a server
+SERVER = ("import os; open(os.path.join(os.environ['CUDA_MPS_PIPE_DIRECTORY'], 'server'), 'w')"
+          ".write('4242'); ")  # a client's first CUDA call makes the daemon start a server
+CLIENT = SERVER + mps.SERVERS  # the real probe, its CUDA computation left out
 
 
 @pytest.fixture
@@ -61,7 +62,7 @@ def test_it_starts_checks_the_probe_and_stops(tmp_path: Path, control: str) -> N
 
 @pytest.mark.parametrize("probe, why", [
     ("raise SystemExit(3)", "a CUDA probe failed under it (exit 3"),
-    ("pass", "a CUDA probe failed under it (no MPS server ran the probe)"),
+    (mps.SERVERS, "a CUDA probe failed under it (no MPS server ran the probe)"),
 ])
 def test_a_failed_probe_stops_the_daemon_again(tmp_path: Path, control: str, probe: str,
                                                why: str) -> None:
