@@ -560,7 +560,8 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "proxy-out")))
     parser.add_argument("--deadline", type=float, default=None,
-                        help="seconds after which running steps are killed and the summary written")
+                        help="seconds after the script starts (the MPS probe included) when "
+                             "running steps are killed and the summary written")
     args = parser.parse_args()
     started = time.monotonic()  # --deadline counts from here, the MPS probe included
     for flag, value, least in (("--jobs", args.jobs, 1), ("--threads", args.threads, 1),
