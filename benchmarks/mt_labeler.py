@@ -78,6 +78,42 @@ def configure(base: dict, run: str, dataset: str = PROXY) -> tuple[dict, str]:
     return validate_params(params), "mt"
 
 
+def labeler_of(run: str) -> str:
+    """The labeler a run trains: 'standard' or 'mt'."""
+    return run.split(":")[0]
+
+
+def choose(validation: dict[str, list[float]], epochs: dict[str, int]) -> dict[str, str]:
+    """The rule (benchmarks/results/labeler-choice-*.md): per labeler, the run with the higher
+    validation score summed over the seeds; a tie goes to the run of fewer epochs (a longer run
+    must earn its cost). Pseudo-label accuracy never enters."""
+    chosen: dict[str, str] = {}
+    for run in validation:
+        best = chosen.get(labeler_of(run))
+        if best is None or (sum(validation[run]), -epochs[run]) > (sum(validation[best]),
+                                                                   -epochs[best]):
+            chosen[labeler_of(run)] = run
+    return chosen
+
+
+TRAINER_DEFAULTS = {"ema_buffers": "copy"}  # a knob params.yaml may leave out (the schema)
+
+
+def overrides(base: dict, run: str, dataset: str = PROXY) -> list[str]:
+    """What params.yaml needs for `run` beside `base`, as 'dotted.key: value' lines: the knobs
+    whose effective value differs (none for a run that is params.yaml as it is)."""
+    params, method = configure(base, run, dataset)
+    now, before = training_for(params, dataset, method), training_for(base, dataset, method)
+    lines = [f"training.{dataset}.per_method.{method}.{key}: {now[key]}"
+             for key in sorted(now) if key != "per_method"
+             and now[key] != before.get(key, TRAINER_DEFAULTS.get(key))]
+    if method == "mt":
+        rampup = method_for(params, "mt", dataset)["rampup_epochs"]
+        if rampup != method_for(base, "mt", dataset)["rampup_epochs"]:
+            lines.append(f"methods.mt.per_dataset.{dataset}.rampup_epochs: {rampup}")
+    return lines
+
+
 def validation_accuracy(params: dict, dataset: str, split_path: Path, checkpoint: Path,
                         device: torch.device) -> float:
     """The labeler's accuracy (%) on the split's labelled validation images: the score a choice
@@ -263,6 +299,17 @@ def main() -> int:
             "It reads the true labels of the unlabelled images, which a user of the method does "
             "not have (DESIGN.md, principle 8): it says what a choice did and never makes one.\n\n"
             + table(accuracy))
+    epochs = {run: training_for(params, dataset, method)["epochs"]
+              for run, (params, method) in ((r, configure(base, r, dataset)) for r in args.runs)}
+    chosen = choose(validation, epochs)
+    page += "\n## What the rule chose (higher validation sum; a tie to fewer epochs)\n\n"
+    for labeler, run in chosen.items():
+        lines = overrides(base, run, dataset)
+        page += (f"- {labeler}: **{run}** ({epochs[run]} epochs); params.yaml "
+                 + ("as it is" if not lines else "needs: " + "; ".join(f"`{line}`"
+                                                                      for line in lines)) + "\n")
+        print(f"chosen for {labeler}: {run}" + (f" ({'; '.join(lines)})" if lines else
+                                                 " (params.yaml as it is)"), flush=True)
     target = args.page or ROOT / "benchmarks" / "results" / f"mt-labeler-{args.tag}.md"
     write_text(target, page)
     print(f"wrote {target}")

@@ -675,22 +675,71 @@ def test_the_proxy_script_refuses_mps_on_where_it_cannot_run(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_the_labeler_choice_scores_the_same_with_runs_at_once(tmp_path: Path) -> None:
     """benchmarks/mt_labeler.py --jobs 2 (each run its own process; no MPS on a CPU) gives the
-    same validation and pseudo-label accuracies as one run after the other: only seconds move."""
+    same validation and pseudo-label accuracies as the same runs one after the other in this
+    process (`one_run`, one thread, as the script's workers): only seconds move."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from mt_labeler import one_run
+
+    from wscat.steps import split as split_step
+
     params = real_params()
     params["training"]["digits"]["epochs"] = 1
     params["training"]["digits"].pop("per_method", None)
     base = tmp_path / "params.yaml"
     base.write_text(yaml.safe_dump(params, sort_keys=False))
-    pages = {}
-    for jobs in ("1", "2"):
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "benchmarks/mt_labeler.py"), "--dataset", "digits",
-             "--params", str(base), "--runs", "standard", "mt:1:copy", "--jobs", jobs,
-             "--tag", "test", "--page", str(tmp_path / f"page{jobs}.md")],
-            capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
-        pages[jobs] = [re.sub(r"^(\| [^|]+ \| \d+ \| )\d+ ", r"\1", line)  # drop the seconds
-                       for line in (tmp_path / f"page{jobs}.md").read_text().splitlines()
-                       if line.startswith("| standard") or line.startswith("| mt")]
-    assert len(pages["1"]) == 4 and pages["1"] == pages["2"]
+    runs = ["standard", "mt:1:copy"]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/mt_labeler.py"), "--dataset", "digits",
+         "--params", str(base), "--runs", *runs, "--jobs", "2", "--tag", "test", "--page",
+         str(tmp_path / "page.md")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
     assert "MPS: off (--mps auto, --device cpu)" in done.stdout
+    seen = dict(re.findall(r"^seed 1 (\S+): (validation [\d.]+, pseudo-labels [\d.]+)",
+                           done.stdout, re.M))
+    loaded, threads = load_params(base), torch.get_num_threads()
+    split_step.run(loaded, "digits", 1, tmp_path / "split.npz")
+    torch.set_num_threads(1)
+    try:
+        for run in runs:
+            own = one_run(loaded, run, "digits", "cnn", 1, tmp_path / "split.npz",
+                          tmp_path / run.replace(":", "-"), torch.device("cpu"))
+            assert seen[run] == (f"validation {own['validation']:.2f}, pseudo-labels "
+                                 f"{own['accuracy']:.2f}"), run
+    finally:
+        torch.set_num_threads(threads)
+    page = (tmp_path / "page.md").read_text()
+    assert "## What the rule chose" in page and "- mt: **mt:1:copy** (1 epochs)" in page
+
+def test_the_labeler_rule_picks_by_validation_and_says_what_params_yaml_needs(
+        tmp_path: Path) -> None:
+    """mt_labeler's `choose` is the written rule (higher validation sum, a tie to fewer epochs),
+    and `overrides` names exactly the params.yaml keys that make the chosen run the pipeline's:
+    set on the proxy's params, they give the run's schedule and ramp-up."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from mt_labeler import TRAINER_DEFAULTS, choose, configure, overrides
+
+    from wscat.config import method_for, validate_params
+
+    epochs = {"standard": 15, "standard:100": 100, "mt:15:copy": 15, "mt:100:copy": 100}
+    assert choose({"standard": [73.9, 70.0], "standard:100": [75.0, 68.9],  # tie: 143.9
+                   "mt:15:copy": [40.0, 41.0], "mt:100:copy": [60.0, 21.5]}, epochs) == {
+        "standard": "standard", "mt": "mt:100:copy"}
+    base = proxy_params_of_real(tmp_path)
+    assert overrides(base, "standard") == overrides(base, "mt:15:copy") == []
+    assert overrides(base, "mt:100:copy") == [
+        f"training.{PROXY}.per_method.mt.epochs: 100",
+        f"methods.mt.per_dataset.{PROXY}.rampup_epochs: 33"]
+    for run in ("standard:100", "mt:100:copy", "mt:15:average"):
+        params = yaml.safe_load(yaml.safe_dump(base))
+        for line in overrides(base, run):
+            key, value = line.split(": ")
+            *path, last = key.split(".")
+            node = params
+            for part in path:
+                node = node.setdefault(part, {})
+            node[last] = yaml.safe_load(value)
+        params = validate_params(params)
+        wanted, method = configure(base, run, PROXY)
+        assert ({**TRAINER_DEFAULTS, **training_for(params, PROXY, method)}
+                == {**TRAINER_DEFAULTS, **training_for(wanted, PROXY, method)}), run
+        assert method_for(params, method, PROXY) == method_for(wanted, method, PROXY), run
