@@ -626,6 +626,9 @@ def main() -> int:
     finally:
         if mps is not None:
             say("MPS: stopped" if mps.stop() else "MPS: the daemon did not answer 'quit'")
+        for log in sorted((mps_folder / "log").glob("*.log")):  # the daemon's and server's own
+            (args.results / "logs" / "proxy").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, args.results / "logs" / "proxy" / f"mps-{log.name}")
     elapsed = time.monotonic() - t0
     write_text(args.out / "summary.md", summary(params, jobs, args.results, args.seed, args.npz,
                                                 elapsed, described, watch))
