@@ -141,10 +141,10 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
             *evaluate, "--part", "extra", "--core", run.metrics(root), "--out", run.extra(root)],
             [f"evaluate {method}"], [Path(run.extra(root))]))
     if evaluations_after_training:
-        first = [job.name for job in jobs if job.name.startswith(("train ", "pseudo-label "))]
+        trainings = [job.name for job in jobs if job.name.startswith(("train ", "pseudo-label "))]
         for job in jobs:
             if job.name.startswith("evaluate"):
-                job.after = list(first)
+                job.after = list(trainings)
     jobs += report_jobs(params, params_file, seed, results, wscat)
     chains = chain_priorities(params)
     first = max(chains, key=lambda labeler: chains[labeler][0], default=None)
@@ -503,17 +503,17 @@ def publish(params_file: Path, results: Path, seed: int, out: Path, record: dict
     write_json(staging / "run.json", record)
     target = out / f"seed{seed}.tar.gz"
     with atomic_path(target) as tmp, tarfile.open(tmp, "w:gz") as tar:
-        for path in sorted(staging.rglob("*")):
-            info = tar.gettarinfo(str(path), arcname=f"seed{seed}/"
-                                  + path.relative_to(staging).as_posix())
-            info.mode, info.uid, info.gid, info.uname, info.gname = (
-                0o755 if path.is_dir() else 0o644), 0, 0, "", ""
-            if path.is_dir():
-                tar.addfile(info)
-            else:
-                with open(path, "rb") as handle:
-                    tar.addfile(info, handle)
+        tar.add(staging, arcname=f"seed{seed}", filter=_readable)
     return target
+
+
+def _readable(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """A tar entry anyone can read once unpacked (atomic writes leave 0600 files), owned by no
+    one in particular."""
+    info.mode = 0o755 if info.isdir() else 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
 
 
 def return_checkpoint(params: dict[str, Any], results: Path, seed: int, out: Path) -> Path | None:
@@ -589,13 +589,13 @@ def main() -> int:
     jobs_why = card_jobs(args.threads, args.gib_per_step) if args.jobs is None else (
         args.jobs, "--jobs")
     mps_folder = Path(tempfile.gettempdir()) / f"wscat-mps-{os.getpid()}"  # short: a socket path
-    mps, mps_note = ((None, "--mps off: the steps take turns on the card") if args.mps == "off"
-                     else mps_service.start(mps_folder))
-    say(f"MPS: {mps_note}")
-    if args.mps == "on" and mps is None:
-        print("cifar10_proxy: error: --mps on, but MPS is not running; run with --mps auto "
-              "or off", file=sys.stderr)
+    try:
+        mps, mps_note = mps_service.start_as(args.mps, mps_folder)
+    except mps_service.NotRunning as error:
+        say(f"MPS: {error.note}")
+        print(f"cifar10_proxy: error: {error}", file=sys.stderr)
         return 2
+    say(f"MPS: {mps_note}")
     after = args.evaluations == "after" or (args.evaluations == "auto" and mps is None)
     schedule = {"jobs": jobs_why[0], "jobs_from": jobs_why[1], "threads": args.threads,
                 "priority": args.priority, "labeler_beside": args.labeler_beside,

@@ -108,3 +108,24 @@ def start(folder: Path, *, probe: list[str] | None = None,
         return None, f"MPS started but a CUDA probe failed under it ({failed}); stopped it, the " \
                      "steps take turns on the card"
     return mps, f"MPS on (server {servers[0]}; pipe {folder / 'pipe'}): the steps share the card"
+
+
+class NotRunning(RuntimeError):
+    """`--mps on`, but MPS did not start; `note` says why."""
+
+    def __init__(self, note: str) -> None:
+        super().__init__("--mps on, but MPS is not running; run with --mps auto or off")
+        self.note = note
+
+
+def start_as(mode: str, folder: Path, *, device: str = "cuda") -> tuple[Mps | None, str]:
+    """A script's `--mps auto|on|off`: off (or a device that is not CUDA) starts nothing; auto
+    starts MPS where it can (`start`), else goes on without; on raises NotRunning where it
+    cannot."""
+    if mode == "off" or not device.startswith("cuda"):
+        where = f"--mps {mode}" + ("" if device.startswith("cuda") else f", --device {device}")
+        return None, f"off ({where}): the steps take turns on the card"
+    service, note = start(folder)
+    if mode == "on" and service is None:
+        raise NotRunning(note)
+    return service, note

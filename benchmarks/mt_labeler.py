@@ -175,13 +175,12 @@ def in_parallel(args: argparse.Namespace, work: list[tuple[int, str, Path]],
                 splits: dict[int, Path], tmp: Path) -> list[dict[str, float]]:
     """Every (seed, run) of `work` in its own process, `--jobs` at once, as clients of MPS where
     it runs (benchmarks/mps.py; `--mps`); the results in `work`'s order."""
-    if args.mps == "off" or not args.device.startswith("cuda"):
-        service, note = None, f"off (--mps {args.mps}, --device {args.device})"
-    else:
-        service, note = mps.start(tmp / "mps")
+    try:
+        service, note = mps.start_as(args.mps, tmp / "mps", device=args.device)
+    except mps.NotRunning as error:
+        print(f"MPS: {error.note}", flush=True)
+        raise SystemExit(f"mt_labeler.py: {error}") from None
     print(f"MPS: {note}", flush=True)
-    if args.mps == "on" and service is None:
-        raise SystemExit("mt_labeler.py: --mps on, but MPS is not running; use --mps auto or off")
     env = {**(service.env if service else os.environ), "PYTHONUNBUFFERED": "1"}
     base_argv = [sys.executable, str(Path(__file__).resolve()), "--dataset", args.dataset,
                  "--params", str(args.params), "--device", args.device, "--threads",
@@ -271,13 +270,14 @@ def main() -> int:
     wall = time.monotonic() - started
     machine = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else cpu_model()
     several = len(args.seeds) > 1
+    epochs = {run: training_for(params, dataset, method)["epochs"]
+              for run, (params, method) in ((r, configure(base, r, dataset)) for r in args.runs)}
 
     def table(scores: dict[str, list[float]]) -> str:
         rows = []
         for run in args.runs:
-            params, method = configure(base, run, dataset)
             values = scores[run]
-            rows.append(f"| {run} | {training_for(params, dataset, method)['epochs']} | "
+            rows.append(f"| {run} | {epochs[run]} | "
                         f"{seconds[run]:.0f} | " + " | ".join(f"{v:.2f}" for v in values)
                         + (f" | {sum(values) / len(values):.2f} | {min(values):.2f} |"
                            if several else " |"))
@@ -299,8 +299,6 @@ def main() -> int:
             "It reads the true labels of the unlabelled images, which a user of the method does "
             "not have (DESIGN.md, principle 8): it says what a choice did and never makes one.\n\n"
             + table(accuracy))
-    epochs = {run: training_for(params, dataset, method)["epochs"]
-              for run, (params, method) in ((r, configure(base, r, dataset)) for r in args.runs)}
     chosen = choose(validation, epochs)
     page += "\n## What the rule chose (higher validation sum; a tie to fewer epochs)\n\n"
     for labeler, run in chosen.items():
