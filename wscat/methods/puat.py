@@ -134,7 +134,7 @@ class Puat(Method):
         self.discriminator = Discriminator(image_shape, num_classes, width=gan_width)
         self.attacker = Attacker(latent_dim, num_classes, latent_eps=latent_eps, hidden=latent_dim)
         self.optimizers = {name: Adam(getattr(self, name).parameters(), lr=gan_lr,
-                                                  betas=ADAM_BETAS)
+                                      betas=ADAM_BETAS)
                            for name in ("generator", "discriminator", "attacker")}
 
     # The trainer's optimiser steps C only; G, D and A are stepped here with their own Adams.
