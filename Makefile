@@ -107,10 +107,12 @@ test-fast: venv
 # The SLURM profile on a real one-node cluster (tests/workflow/test_slurm.py, under 5 minutes):
 # installs Debian's slurm-wlm and munge where they are missing (root), starts the cluster of
 # tests/helpers/slurm_cluster.sh, runs a tiny target through workflow/profiles/slurm-cpu beside
-# a local run, kills a job with scancel. CI runs it after `make test` (where it is skipped).
+# a local run, kills a job with scancel. CI runs it beside `make test` (where it is skipped); no
+# pytest cache, so the two runs never write the same file.
 test-slurm: venv
 	bash tests/helpers/slurm_cluster.sh install
-	WSCAT_SLURM_CLUSTER=1 $(VENV)/bin/pytest -q tests/workflow/test_slurm.py -k real_slurm_cluster
+	WSCAT_SLURM_CLUSTER=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/workflow/test_slurm.py \
+	    -k real_slurm_cluster
 
 clean:
 	rm -rf results/* .snakemake
