@@ -72,7 +72,8 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
     optimizer = SGD(list(model.parameters()) + list(method.trainable_parameters()),
                     lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
     ema = make_ema(model)
-    step_model = prepare_model(model, channels_last=args.channels_last, compile=args.compile)
+    step_model = prepare_model(model, channels_last=args.channels_last, compile=args.compile,
+                               mode=args.compile_mode)
     generator = torch.Generator(device=device).manual_seed(0)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
     x = torch.rand(args.batch, 3, 32, 32, generator=generator, device=device).contiguous(
@@ -179,6 +180,7 @@ def measure(model_key: str, method_key: str, args: argparse.Namespace) -> dict[s
     return {"model": model_key, "method": method_key, "batch": args.batch,
             "attack_steps": args.attack_steps, "precision": args.precision,
             "channels_last": args.channels_last, "compile": args.compile,
+            "compile_mode": args.compile_mode if args.compile else None,
             "deterministic": args.deterministic, "forwards_per_step": per_step,
             "step_images_per_s": args.batch / step_seconds,
             "attack_images_per_s": args.batch / attack if attack > 0 else None,
@@ -221,10 +223,15 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--compile-mode", default="default",
+                        choices=["default", "reduce-overhead", "max-autotune-no-cudagraphs"],
+                        help="torch.compile's mode (reduce-overhead: CUDA graphs; warm up >= 3 "
+                             "steps); implies --compile")
     parser.add_argument("--deterministic", action="store_true")
     parser.add_argument("--tag", default=None, help="results file name (default: from the device)")
     parser.add_argument("--one", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.compile = args.compile or args.compile_mode != "default"
     if args.one:
         print(json.dumps(measure(*args.one, args)))
         return
@@ -244,7 +251,8 @@ def main() -> None:
                   f"{row['update_images_per_s']:.1f}) fwd/step {row['forwards_per_step']}",
                   flush=True)
     title = f"{machine(args.device, args.threads)}; PGD-{args.attack_steps}, {args.precision}" + (
-        ", channels_last" if args.channels_last else "") + (", compiled" if args.compile else "") + (
+        ", channels_last" if args.channels_last else "") + (", compiled" + ("" if args.compile_mode == "default" else f" ({args.compile_mode})")
+         if args.compile else "") + (
         ", deterministic" if args.deterministic else "")
     tag = args.tag or ("gpu" if args.device.startswith("cuda") else "cpu")
     out = ROOT / "benchmarks" / "results"

@@ -98,6 +98,16 @@ def test_compile_gives_the_eager_result_and_eager_checkpoint_keys() -> None:
     assert torch.allclose(eager_losses[0], compiled_losses[0], atol=1e-4)
 
 
+def test_the_compile_mode_reaches_torch_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    monkeypatch.setattr(torch, "compile", lambda model, mode: seen.append(mode) or model)
+    model = torch.nn.Linear(2, 2)
+    assert prepare_model(model, channels_last=False, compile=False) is model and seen == []
+    prepare_model(model, channels_last=False, compile=True)
+    prepare_model(model, channels_last=False, compile=True, mode="reduce-overhead")
+    assert seen == ["default", "reduce-overhead"]
+
+
 def test_channels_last_attack_finds_the_same_adversarial_examples() -> None:
     from wscat.attacks import ce_objective, pgd
 

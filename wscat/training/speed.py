@@ -52,9 +52,15 @@ def memory_format(channels_last: bool) -> torch.memory_format:
     return torch.channels_last if channels_last else torch.contiguous_format
 
 
-def prepare_model(model: nn.Module, *, channels_last: bool, compile: bool) -> nn.Module:
+CompileMode = Literal["default", "reduce-overhead", "max-autotune-no-cudagraphs"]
+
+
+def prepare_model(model: nn.Module, *, channels_last: bool, compile: bool,
+                  mode: CompileMode = "default") -> nn.Module:
     """The module the training step calls: `model` in the chosen memory format, maybe compiled.
 
+    `mode` is torch.compile's (params.yaml's `compile: true` is "default"; "reduce-overhead" adds
+    CUDA graphs, measured by benchmarks/throughput.py --compile-mode before any config uses it).
     The returned module shares parameters with `model`; checkpoints and the EMA use `model`
     itself, so a compiled run saves the same state dict keys as an eager one.
     """
@@ -63,5 +69,5 @@ def prepare_model(model: nn.Module, *, channels_last: bool, compile: bool) -> nn
         import torch._inductor.config as inductor
 
         inductor.deterministic = torch.are_deterministic_algorithms_enabled()
-        return torch.compile(model)  # type: ignore[return-value]
+        return torch.compile(model, mode=mode)  # type: ignore[return-value]
     return model
