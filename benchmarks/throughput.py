@@ -210,7 +210,7 @@ def markdown(rows: list[dict[str, Any]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["wrn-16-4"], help="keys of params.yaml models")
     parser.add_argument("--methods", nargs="+", default=["trades", "rst", "wscat"])
@@ -234,16 +234,18 @@ def main() -> None:
     args.compile = args.compile or args.compile_mode != "default"
     if args.one:
         print(json.dumps(measure(*args.one, args)))
-        return
-    rows = []
+        return 0
+    rows, failed = [], []
     passthrough = [a for a in sys.argv[1:]]
     for model in args.models:
         for method in args.methods:
             result = subprocess.run([sys.executable, __file__, *passthrough, "--one", model, method],
                                     capture_output=True, text=True)
-            if result.returncode != 0:
-                sys.exit(f"throughput: {model} {method} failed: "
-                         f"{(result.stderr.strip().splitlines() or ['?'])[-1]}")
+            if result.returncode != 0:  # say it, go on: one failing mode must not hide the rest
+                failed.append(f"{model} {method} failed: "
+                              f"{(result.stderr.strip().splitlines() or ['?'])[-1]}")
+                print(f"throughput: {failed[-1]}", file=sys.stderr, flush=True)
+                continue
             row = json.loads(result.stdout.strip().splitlines()[-1])
             rows.append(row)
             print(f"{model:10s} {method:10s} {row['step_images_per_s']:8.1f} img/s "
@@ -257,10 +259,13 @@ def main() -> None:
     tag = args.tag or ("gpu" if args.device.startswith("cuda") else "cpu")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{tag}.json").write_text(json.dumps({"machine": title, "rows": rows}, indent=1) + "\n")
-    (out / f"{tag}.md").write_text(markdown(rows, title))
-    print(markdown(rows, title))
+    page = markdown(rows, title) + "".join(f"\n- {line}" for line in failed) + ("\n" if failed else "")
+    (out / f"{tag}.json").write_text(json.dumps({"machine": title, "rows": rows, "failed": failed},
+                                                indent=1) + "\n")
+    (out / f"{tag}.md").write_text(page)
+    print(page)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
