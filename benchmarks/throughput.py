@@ -252,14 +252,15 @@ def main() -> int:
                   f"(attack {row['attack_images_per_s'] or 0:.1f}, update "
                   f"{row['update_images_per_s']:.1f}) fwd/step {row['forwards_per_step']}",
                   flush=True)
+    compiled = "" if not args.compile else (
+        ", compiled" if args.compile_mode == "default" else f", compiled ({args.compile_mode})")
     title = f"{machine(args.device, args.threads)}; PGD-{args.attack_steps}, {args.precision}" + (
-        ", channels_last" if args.channels_last else "") + (", compiled" + ("" if args.compile_mode == "default" else f" ({args.compile_mode})")
-         if args.compile else "") + (
+        ", channels_last" if args.channels_last else "") + compiled + (
         ", deterministic" if args.deterministic else "")
     tag = args.tag or ("gpu" if args.device.startswith("cuda") else "cpu")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    page = markdown(rows, title) + "".join(f"\n- {line}" for line in failed) + ("\n" if failed else "")
+    page = markdown(rows, title) + "".join(f"\n- {line}" for line in failed) + "\n" * bool(failed)
     (out / f"{tag}.json").write_text(json.dumps({"machine": title, "rows": rows, "failed": failed},
                                                 indent=1) + "\n")
     (out / f"{tag}.md").write_text(page)
