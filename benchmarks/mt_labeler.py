@@ -50,7 +50,8 @@ from wscat.config import load_params, method_for, training_for, validate_params 
 from wscat.data import load_dataset  # noqa: E402
 from wscat.data.split import load_split  # noqa: E402
 from wscat.inference import load_model, predict  # noqa: E402
-from wscat.io import write_text  # noqa: E402
+from wscat.errors import OutputError  # noqa: E402
+from wscat.io import guard_outputs, write_text  # noqa: E402
 from wscat.steps import pseudo as pseudo_step, split as split_step  # noqa: E402
 from wscat.steps import train as train_step  # noqa: E402
 
@@ -245,6 +246,12 @@ def main() -> int:
         return worker(args)
     if args.jobs < 1:
         raise SystemExit(f"mt_labeler.py: --jobs {args.jobs}: give a whole number of at least 1")
+    target = args.page or ROOT / "benchmarks" / "results" / f"mt-labeler-{args.tag}.md"
+    try:  # the page is written last: refuse, before hours of training, one that is an input
+        guard_outputs({"--params": args.params, "--npz": args.npz}, {"--page": target})
+    except OutputError as error:
+        print(f"mt_labeler.py: {error.strerror}", file=sys.stderr)
+        return 2
     base, model = base_params(args)
     dataset, device = args.dataset, torch.device(args.device)
     accuracy: dict[str, list[float]] = {run: [] for run in args.runs}  # diagnostic only
@@ -308,7 +315,6 @@ def main() -> int:
                                                                       for line in lines)) + "\n")
         print(f"chosen for {labeler}: {run}" + (f" ({'; '.join(lines)})" if lines else
                                                  " (params.yaml as it is)"), flush=True)
-    target = args.page or ROOT / "benchmarks" / "results" / f"mt-labeler-{args.tag}.md"
     write_text(target, page)
     print(f"wrote {target}")
     return 0

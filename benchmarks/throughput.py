@@ -22,12 +22,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from wscat.training.speed import CompileMode  # noqa: E402
 
 # Dense peak of the tensor cores (bf16; TF32 is half of it), by device-name fragment.
 PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12,
@@ -224,7 +226,7 @@ def main() -> int:
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--compile-mode", default="default",
-                        choices=["default", "reduce-overhead", "max-autotune-no-cudagraphs"],
+                        choices=get_args(CompileMode),
                         help="torch.compile's mode (reduce-overhead: CUDA graphs; warm up >= 3 "
                              "steps); implies --compile")
     parser.add_argument("--deterministic", action="store_true")

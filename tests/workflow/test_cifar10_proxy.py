@@ -673,6 +673,20 @@ def test_the_proxy_script_refuses_mps_on_where_it_cannot_run(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+def test_the_labeler_page_may_not_be_an_input(tmp_path: Path) -> None:
+    """mt_labeler.py writes its page after hours of training: a --page that is --params or --npz
+    is refused first, in one line, exit 2, the file untouched."""
+    base = tmp_path / "params.yaml"
+    base.write_text(yaml.safe_dump(real_params(), sort_keys=False))
+    before = base.read_bytes()
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/mt_labeler.py"), "--tag", "t",
+                           "--params", str(base), "--page", str(base)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "--page" in done.stderr
+    assert base.read_bytes() == before and not list(tmp_path.glob("*.md"))
+
+
 def test_the_labeler_choice_scores_the_same_with_runs_at_once(tmp_path: Path) -> None:
     """benchmarks/mt_labeler.py --jobs 2 (each run its own process; no MPS on a CPU) gives the
     same validation and pseudo-label accuracies as the same runs one after the other in this
