@@ -1,6 +1,7 @@
-"""No label outside the budget reaches training (DESIGN.md, principle 8). Through the CLI, the
-real chain (split, the labelers' training, the real `wscat pseudo-label`, the methods that learn
-from their pseudo-labels) runs on a dataset and on copies of it with one kind of label changed:
+"""No label outside the budget reaches training (docs/evaluation.md#no-label-outside-the-budget).
+Through the CLI, the real chain (split, the labelers' training, the real `wscat pseudo-label`, the
+methods that learn from their pseudo-labels) runs on a dataset and on copies of it with one kind
+of label changed:
 
 - the unlabelled images' labels: every method that sees unlabelled data (MT, RST, WSCAT and its
   variants, PUAT, DMAT) trains bit for bit the same: best.pt, last.pt, the model, its EMA, the
