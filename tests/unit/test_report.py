@@ -224,3 +224,37 @@ def test_collect_long_frame(tmp_path: Path) -> None:
     assert len(frame) == len(METHODS) * len(SEEDS) * len(METRICS)
     value = frame.query("method == 'trades' and seed == 3 and metric == 'PGD'")["value"].item()
     assert math.isclose(value, 45.0)
+
+
+def test_the_beta_figure_averages_per_seed_harmonic_means(tmp_path: Path) -> None:
+    """Fig-beta's test "hm" is the mean over seeds of each seed's harmonic mean of Natural and
+    PGD, the convention of the tables' Mean and of its own val_hm (the harmonic mean of the
+    seed-averaged accuracies differs as soon as the seeds disagree)."""
+    from wscat.config import load_params
+    from wscat.metrics import harmonic_mean
+    from wscat.report import paper
+    from wscat.report.figures import beta_figure
+    from wscat.sweeps import expand_paper
+
+    params = expand_paper(load_params(Path(__file__).resolve().parents[2] / "params.yaml"))
+    spec = params["paper"]["digits"]
+    spec["datasets"] = spec["datasets"][:1]
+    spec["beta"]["values"], spec["beta"]["seeds"] = [0.05], [1, 2]
+    entry = spec["datasets"][0]
+    (_, method), = paper.beta_points(params, "digits", entry)
+    test = {1: (90.0, 10.0), 2: (50.0, 50.0)}  # per seed: Natural, PGD
+    for seed, (natural, pgd) in test.items():
+        run = paper.Run(entry["dataset"], paper.dataset_model(params, entry), method, seed)
+        for path, body in ((run.metrics(str(tmp_path)), {"accuracy": {"Natural": natural,
+                                                                       "PGD": pgd}}),
+                           (run.validation(str(tmp_path)), {"Natural": natural, "PGD": pgd,
+                                                            "HM": harmonic_mean([natural, pgd])})):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(json.dumps(body))
+    beta_figure(params, "digits", str(tmp_path), tmp_path / "Fig-beta")
+    with open(tmp_path / "Fig-beta.csv", newline="") as handle:
+        (row,) = list(csv.DictReader(handle))
+    per_seed = statistics.mean(harmonic_mean(list(pair)) for pair in test.values())  # 34.0
+    assert float(row["hm"]) == pytest.approx(per_seed, abs=1e-4)
+    assert float(row["val_hm"]) == pytest.approx(per_seed, abs=1e-4)
+    assert float(row["hm"]) != pytest.approx(harmonic_mean([70.0, 30.0]), abs=1)  # 42.0
