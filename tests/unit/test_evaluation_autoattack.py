@@ -55,13 +55,29 @@ def test_paper_runs_ten_iterations_and_all_other_classes(num_classes):
     adversary = autoattack.build(LogitsOnly(_model(num_classes)), variant="paper", eps=0.1,
                                  seed=0, n_classes=num_classes, device=torch.device("cpu"))
     config = autoattack.settings(adversary)
-    assert config["order"] == ["apgd-ce", "apgd-t", "fab-t", "square"]
+    # The release's third-party AutoAttack runs APGD, APGD-T and FAB, no Square
+    # (docs/official-code.md, "Evaluation"); the manifest lists only what runs.
+    assert config["order"] == ["apgd-ce", "apgd-t", "fab-t"] and "square" not in config
     for attack in ("apgd-ce", "apgd-t", "fab-t"):
         assert config[attack]["iterations"] == 10 and config[attack]["restarts"] == 1
     assert config["apgd-t"]["targets"] == config["fab-t"]["targets"] == num_classes - 1
-    assert config["square"]["queries"] == 5000
     # APGD's step-size checkpoints follow the 10 iterations (set in its constructor).
     assert adversary.apgd.n_iter_2 == max(int(0.22 * 10), 1)
+
+
+def test_the_paper_variant_runs_no_square(monkeypatch):
+    model = _model()
+    x, y = _data(model)
+    from pyautoattack.square import SquareAttack
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("AA-paper ran Square")
+
+    monkeypatch.setattr(SquareAttack, "perturb", refuse)
+    result = autoattack_accuracy(model, x, y, variant="paper", eps=EPS, seed=0, batch_size=50,
+                                 shard_size=100)
+    assert list(result.after) == ["apgd-ce", "apgd-t", "fab-t"]
+    assert result.after["fab-t"] == result.accuracy > 0  # points left that Square would attack
 
 
 def test_unknown_variant():

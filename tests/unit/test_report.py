@@ -258,3 +258,15 @@ def test_the_beta_figure_averages_per_seed_harmonic_means(tmp_path: Path) -> Non
     assert float(row["hm"]) == pytest.approx(per_seed, abs=1e-4)
     assert float(row["val_hm"]) == pytest.approx(per_seed, abs=1e-4)
     assert float(row["hm"]) != pytest.approx(harmonic_mean([70.0, 30.0]), abs=1)  # 42.0
+
+
+@pytest.mark.parametrize("order, says", [(["apgd-ce", "apgd-t", "fab-t"], "no Square"),
+                                         (["apgd-ce", "apgd-t", "fab-t", "square"], "then Square")])
+def test_the_aa_paper_note_says_what_its_manifest_ran(order, says) -> None:
+    """AA-paper runs the release's three attacks and no Square; a file from before that change
+    (Square last) is captioned as what it ran, not as what the code runs now."""
+    from wscat.report.table import _attack_notes
+
+    data = {"manifest": {"attacks": {"AA-paper": {"attacks": {"order": order}}}}}
+    (note,) = _attack_notes([data], ["AA-paper"])
+    assert says in note and "10 iterations" in note

@@ -151,9 +151,11 @@ def _attack_notes(datas: list[dict], extras: list[str]) -> list[str]:
                      + (f" on {attacks['AA'].get('subset', f'{n} test images')}" if n else "")
                      + "; Mean is the harmonic mean of Natural, FGSM, PGD, CW and AA (standard).")
     if "AA-paper" in extras:
+        order = ((attacks.get("AA-paper") or {}).get("attacks") or {}).get("order") or []
+        square = ", then Square" if "square" in order else ", no Square"  # as the manifest ran it
         notes.append("AA (paper's variant): the configuration of the paper's released evaluation "
-                     "(10 iterations of APGD, APGD-T and FAB, n_classes - 1 targets, Square); the "
-                     "paper's AA numbers come from it.")
+                     f"(10 iterations of APGD, APGD-T and FAB, n_classes - 1 targets{square}); "
+                     "the paper's AA numbers come from it.")
     if "NRF" in extras:
         notes.append("NRF: PGD on the CW margin with the gradient of the non-robust channels of a "
                      "middle feature map (information-bottleneck search, Kim et al. 2021).")
