@@ -1,9 +1,10 @@
 """Mean Teacher and Standard as labelers: each labeler's accuracy on the labelled validation split
 (the score a choice may use) and its pseudo-label accuracy (a diagnostic), per seed.
 
-DESIGN.md, principle 8: a knob is fixed a priori or chosen on the labelled validation split, by
-the same procedure for every method it touches. The *validation* column is that score: the
-labeler's checkpoint (the one the pipeline labels with) on the split's labelled validation images.
+No label outside the budget (docs/evaluation.md#no-label-outside-the-budget): a knob is fixed
+a priori or chosen on the labelled validation split, by the same procedure for every method it
+touches. The *validation* column is that score: the labeler's checkpoint (the one the pipeline
+labels with) on the split's labelled validation images.
 The *pseudo-label* column reads the true labels of the unlabelled training images, which a user of
 the method does not have: it is a diagnostic, printed to see what a choice did, and must never
 pick a knob. Nothing here reads the test set.
@@ -60,19 +61,21 @@ PROXY = EXPERIMENT  # the proxy's experiment and dataset share the name
 
 
 def configure(base: dict, run: str, dataset: str = PROXY) -> tuple[dict, str]:
-    """params for one run ('standard', 'mt', 'standard:<epochs>' or 'mt:<epochs>:<copy|average>'),
-    and its method."""
+    """params for one run ('standard', 'mt', 'standard:<epochs>' or
+    'mt:<epochs>:<copy|average>[:<warmup_fraction>]', the last 0 for a plain cosine), and its
+    method."""
     params = yaml.safe_load(yaml.safe_dump(base))
     if run in ("mt", "standard"):
         return validate_params(params), run
-    training = params["training"][dataset]
-    training.pop("per_method", None)
-    if run.startswith("standard:"):
-        training["per_method"] = {"standard": {"epochs": int(run.split(":")[1])}}
+    per_method = params["training"][dataset].setdefault("per_method", {})
+    if run.startswith("standard:"):  # the run's knobs over what params.yaml already sets
+        per_method.setdefault("standard", {})["epochs"] = int(run.split(":")[1])
         return validate_params(params), "standard"
     own = training_for(base, dataset, "mt")["epochs"]
-    _, epochs, buffers = run.split(":")
-    training["per_method"] = {"mt": {"epochs": int(epochs), "ema_buffers": buffers}}
+    _, epochs, buffers, *warmup = run.split(":")
+    per_method.setdefault("mt", {}).update(epochs=int(epochs), ema_buffers=buffers)
+    if warmup:
+        per_method["mt"]["warmup_fraction"] = float(warmup[0])
     rampup = method_for(base, "mt", dataset)["rampup_epochs"]
     params["methods"]["mt"].setdefault("per_dataset", {}).setdefault(dataset, {})[
         "rampup_epochs"] = max(1, round(int(epochs) * rampup / own))
@@ -118,7 +121,7 @@ def overrides(base: dict, run: str, dataset: str = PROXY) -> list[str]:
 def validation_accuracy(params: dict, dataset: str, split_path: Path, checkpoint: Path,
                         device: torch.device) -> float:
     """The labeler's accuracy (%) on the split's labelled validation images: the score a choice
-    may use (DESIGN.md, principle 8)."""
+    may use (docs/evaluation.md#no-label-outside-the-budget)."""
     split = load_split(split_path)
     source = load_dataset(dataset, params["datasets"][dataset])
     model, _ = load_model(checkpoint, device)
@@ -304,7 +307,8 @@ def main() -> int:
             + table(validation) +
             "\n## Pseudo-label accuracy on the unlabelled training images (%): a diagnostic\n\n"
             "It reads the true labels of the unlabelled images, which a user of the method does "
-            "not have (DESIGN.md, principle 8): it says what a choice did and never makes one.\n\n"
+            "not have (docs/evaluation.md#no-label-outside-the-budget): it says what a choice "
+            "did and never makes one.\n\n"
             + table(accuracy))
     chosen = choose(validation, epochs)
     page += "\n## What the rule chose (higher validation sum; a tie to fewer epochs)\n\n"

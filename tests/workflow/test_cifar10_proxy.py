@@ -465,9 +465,16 @@ def test_the_labeler_probe_configures_each_run(tmp_path: Path) -> None:
     assert training_for(params, PROXY, "mt")["epochs"] == 45
     assert training_for(params, PROXY, "mt")["ema_buffers"] == "average"
     assert params["methods"]["mt"]["per_dataset"][PROXY]["rampup_epochs"] == 15
+    # A run's knobs go over params.yaml's own per-method ones: Mean Teacher keeps the release's
+    # plain cosine (no warm-up) unless the run names a warm-up of its own.
+    assert training_for(base, PROXY, "mt")["warmup_fraction"] == 0.0
+    assert training_for(params, PROXY, "mt")["warmup_fraction"] == 0.0
+    params, _ = configure(base, "mt:100:copy:0.025")
+    assert training_for(params, PROXY, "mt")["warmup_fraction"] == 0.025
+    assert training_for(params, PROXY, "mt")["epochs"] == 100
     params, method = configure(base, "standard")
     assert method == "standard" and training_for(params, PROXY, "standard")["epochs"] == 15
-    assert "per_method" not in params["training"][PROXY]
+    assert params["training"][PROXY] == base["training"][PROXY]
     assert "ema_buffers" not in training_for(params, PROXY, "mt")
     # On digits: 'mt' is the pipeline's own labeler; the ramp-up keeps its share of the run.
     digits = real_params()
