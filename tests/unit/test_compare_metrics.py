@@ -1,0 +1,114 @@
+"""benchmarks/compare_metrics.py: two results folders' per-image flags, model by model; bad input
+(nothing compared, a file on one side only, flags cut short, a broken file) is one line, exit 2."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import compare_metrics  # noqa: E402
+
+FLAGS = {"PGD": "10110100", "CW": "11110000"}
+MODEL = "metrics/digits/cnn/wscat/seed1.json"
+
+
+def _write(results: Path, flags: dict | None = None, rel: str = MODEL, **data: object) -> Path:
+    """One core metrics file (plus an extras file, which is not compared) under `results`."""
+    path = results / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = FLAGS if flags is None else flags
+    accuracy = {k: 100.0 * v.count("1") / len(v) for k, v in flags.items()}
+    path.write_text(json.dumps({"accuracy": accuracy,
+                                "per_image": {"order": "stratified", "correct": flags}, **data}))
+    path.with_name(path.stem + "-extra.json").write_text("{}")
+    return path
+
+
+def _run(capsys, monkeypatch, *args: object) -> tuple[int, str, str]:
+    """main() on the command line `args`: (exit status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["compare_metrics.py", *map(str, args)])
+    try:
+        compare_metrics.main()
+        code = 0
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _refused(capsys, monkeypatch, *args: object) -> str:
+    """The one line of a refusal; nothing on stdout."""
+    code, out, err = _run(capsys, monkeypatch, *args)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_same_and_differing_flags(tmp_path, capsys, monkeypatch):
+    _write(tmp_path / "a")
+    _write(tmp_path / "b")
+    _write(tmp_path / "c", {"PGD": "00110100", "CW": "11110000"})
+    assert _run(capsys, monkeypatch, tmp_path / "a", tmp_path / "b") == (
+        0, "wscat seed1: flags differing {'PGD': 0, 'CW': 0}; accuracies moved {}\n"
+           "total per-image flags differing: 0\n", "")
+    code, out, _ = _run(capsys, monkeypatch, tmp_path / "a", tmp_path / "c")
+    assert code == 1  # as diff: a script can check "no flag changed" by the status alone
+    assert out == ("wscat seed1: flags differing {'PGD': 1, 'CW': 0}; accuracies moved "
+                   "{'PGD': -12.5}\ntotal per-image flags differing: 1\n")
+
+
+@pytest.mark.parametrize("where", ["missing", "dataset", "root"])
+def test_nothing_compared_is_refused(tmp_path, capsys, monkeypatch, where):
+    _write(tmp_path / "a" / "results")
+    _write(tmp_path / "b" / "results")
+    args = {"missing": (tmp_path / "nope", tmp_path / "nope2"),
+            "dataset": (tmp_path / "a/results", tmp_path / "b/results", "--dataset", "digit"),
+            "root": (tmp_path / "a", tmp_path / "b")}[where]
+    assert "no metrics file" in _refused(capsys, monkeypatch, *args)
+
+
+@pytest.mark.parametrize("empty", ["a", "b"])
+def test_file_on_one_side_is_refused(tmp_path, capsys, monkeypatch, empty):
+    (tmp_path / empty).mkdir()
+    _write(tmp_path / ({"a": "b", "b": "a"}[empty]))
+    err = _refused(capsys, monkeypatch, tmp_path / "a", tmp_path / "b")
+    assert f"has no counterpart {tmp_path / empty / MODEL}" in err
+
+
+def test_flags_cut_short_are_refused(tmp_path, capsys, monkeypatch):
+    _write(tmp_path / "a")
+    new = _write(tmp_path / "b", {"PGD": "101", "CW": "11110000"})
+    err = _refused(capsys, monkeypatch, tmp_path / "a", tmp_path / "b")
+    assert f"{new}: 3 per-image flags of PGD" in err and "has 8" in err
+
+
+def test_other_attacks_are_refused(tmp_path, capsys, monkeypatch):
+    _write(tmp_path / "a")
+    _write(tmp_path / "b", {"PGD": "10110100"})
+    assert "attacks ['PGD']" in _refused(capsys, monkeypatch, tmp_path / "a", tmp_path / "b")
+
+
+@pytest.mark.parametrize("text, says", [('{"accuracy":', "not readable JSON"),
+                                        ('{"accuracy": {}}', "no per_image.correct"),
+                                        ('[1, 2]', "no per_image.correct"),
+                                        ('{"accuracy": {"PGD": "x"}, "per_image": '
+                                         '{"correct": {"PGD": "1"}}}', "per_image.correct is not attack")])
+def test_broken_file_is_refused(tmp_path, capsys, monkeypatch, text, says):
+    for side in "ab":  # a good pair first: nothing of it printed either
+        _write(tmp_path / side, rel="metrics/digits/cnn/pgd-at/seed1.json")
+    _write(tmp_path / "a")
+    _write(tmp_path / "b").write_text(text)
+    err = _refused(capsys, monkeypatch, tmp_path / "a", tmp_path / "b")
+    assert f"{tmp_path / 'b' / MODEL}: {says}" in err
+
+
+def test_script_exits_2(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/compare_metrics.py"),
+                           str(tmp_path / "x"), str(tmp_path / "y")], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("compare_metrics: error: no metrics file")
