@@ -131,12 +131,24 @@ def table(repeats: int) -> str:
             f"{repeats}`.\n\n" + "\n".join(lines) + "\n")
 
 
-def main() -> int:
+def repeats_count(text: str) -> int:
+    """--repeats: a whole number of at least 1 (a rate over no repetitions is not a rate)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=1000)
+    parser.add_argument("--repeats", type=repeats_count, default=1000,
+                        help="null repetitions a row (default 1000)")
     parser.add_argument("--write", choices=["docs"], default=None,
                         help="rewrite the table between the markers in docs/evaluation.md")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     text = table(args.repeats)
     print(text)
     if args.write == "docs":

@@ -257,3 +257,13 @@ def test_autoattack_on_a_subset_keeps_the_table_and_refuses_the_interval(tmp_pat
     assert "AutoAttack on a subset" in row["note"] and "AutoAttack on a subset" in out[".md"].read_text()
     for path in out.values():
         assert "nan" not in path.read_text().lower(), path
+
+
+@pytest.mark.parametrize("repeats", ["0", "-5", "ten"])
+def test_the_null_simulation_refuses_no_repeats(repeats: str, capsys) -> None:
+    """--repeats 0 divided by zero and -5 failed in math; both are a usage error (exit 2)."""
+    with pytest.raises(SystemExit) as stop:
+        paired_null.main(["--repeats", repeats])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--repeats" in err and "at least 1" in err and "Traceback" not in err
