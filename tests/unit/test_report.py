@@ -270,3 +270,125 @@ def test_the_aa_paper_note_says_what_its_manifest_ran(order, says) -> None:
     data = {"manifest": {"attacks": {"AA-paper": {"attacks": {"order": order}}}}}
     (note,) = _attack_notes([data], ["AA-paper"])
     assert says in note and "10 iterations" in note
+
+
+def _set_accuracy(path: Path, metric: str, value: object) -> None:
+    """Overwrite one accuracy of a metrics file."""
+    data = json.loads(path.read_text())
+    data["accuracy"][metric] = value
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("value", [350, -5, 100.01, -0.0001, float("nan"), float("inf"), "12", None, True])
+def test_accuracy_outside_0_to_100_is_refused_and_nothing_written(tmp_path: Path, value: object) -> None:
+    """Every accuracy is a finite percentage in [0, 100]; another value names its file and key."""
+    files = make_metrics(tmp_path / "metrics")
+    _set_accuracy(files[4], "PGD", value)
+    with pytest.raises(ValueError, match=r"trades-seed2\.json: accuracy 'PGD' must be a finite number in \[0, 100\]"):
+        build(tmp_path, files)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_extra_metric_outside_0_to_100_is_refused(tmp_path: Path) -> None:
+    """An extra part's metrics (AA-paper, NRF) are held to the same range as the core's."""
+    files = make_metrics(tmp_path / "metrics")
+    extras = []
+    for path in files:
+        data = json.loads(path.read_text())
+        extra = path.with_name(path.stem + "-extra.json")
+        extra.write_text(json.dumps({**data, "part": "extra", "accuracy": {"AA-paper": 20.0, "NRF": 30.0}}))
+        extras.append(extra)
+    _set_accuracy(extras[0], "NRF", 130.0)
+    with pytest.raises(ValueError, match=r"standard-seed1-extra\.json: accuracy 'NRF' must be a finite number in \[0, 100\]"):
+        build(tmp_path, files + extras)
+    assert not (tmp_path / "out").exists()
+
+
+def test_accuracies_at_0_and_100_are_accepted(tmp_path: Path) -> None:
+    """The bounds are percentages a model can reach."""
+    files = make_metrics(tmp_path / "metrics")
+    _set_accuracy(files[0], "Natural", 100)
+    assert build(tmp_path, files)["tex_path"].exists()
+
+
+def _subset(n: int) -> str:
+    """How `wscat.evaluation.subset_name` names n of the 359 test images."""
+    return "full test set (359 images)" if n == 359 else f"class-stratified subset: {n} of 359 test images (seed 0)"
+
+
+def _manifest(seed: int, *, n: int = 359, n_aa: int = 359, settings: str = "3ccf0b616e9200ec") -> dict:
+    """A manifest as `wscat evaluate` writes it (abridged): what differs between seeds differs here."""
+    named = {"n_examples": n, "subset": _subset(n)}
+    return {"seed": seed, "n_examples": n, "test_set_size": 359, "evaluation_set": _subset(n),
+            "test_set": "fixed stratified test split", "eps": 0.15, "precision": "fp32", "device": f"cuda:{seed}",
+            "checkpoint": {"path": f"results/models/seed{seed}/best.pt", "epoch": 30 + seed, "ema": True, "which": "best"},
+            "evaluation_settings": settings, "versions": {"git": f"rev{seed}", "torch": "2.14.1"},
+            "training": {"fingerprint": f"train{seed}", "weights_sha256": f"{seed:016x}"},
+            "attacks": {"Natural": dict(named),
+                        "PGD": {"library": "wscat", "eps": 0.15, "steps": 20, "step_size": 0.01875,
+                                "random_start": True, "restarts": 1, "loss": "ce", "seed": seed, **named},
+                        "AA": {"variant": "standard", "library": "pyautoattack", "library_version": "0.2.0",
+                               "norm": "Linf", "eps": 0.15, "seed": 0, "shard_size": 500, "shards": seed,
+                               "attacks": {"order": ["apgd-ce", "apgd-t", "fab-t", "square"]},
+                               "clean_accuracy": 90.0 + seed, "robust_accuracy_after": {"square": 30.0 + seed},
+                               "n_examples": n_aa, "subset": _subset(n_aa)}}}
+
+
+def _with_manifests(files: list[Path], **changed: object) -> list[Path]:
+    """Give every metrics file a realistic manifest; trades seed 2's evaluated with `changed`."""
+    for path in files:
+        data = json.loads(path.read_text())
+        data["manifest"] = _manifest(data["seed"], **(changed if path.name == "trades-seed2.json" else {}))
+        path.write_text(json.dumps(data))
+    return files
+
+
+def test_runs_that_differ_only_where_runs_may_differ_make_a_table(tmp_path: Path) -> None:
+    """Method, seed, weights, training, device, git revision and what the attacks found are no
+    evaluation settings: such files are tabulated together."""
+    files = _with_manifests(make_metrics(tmp_path / "metrics"))
+    tex = build(tmp_path, files)["tex_path"].read_text()
+    assert "81.00" in tex
+
+
+@pytest.mark.parametrize("changed, setting", [
+    ({"n": 20, "n_aa": 4}, "n_examples"),          # seed 1 on all 359 images, seed 2 on 20 (AA on 4)
+    ({"n_aa": 8}, "AA n_examples"),
+    ({"settings": "0123456789abcdef"}, "evaluation_settings"),  # e.g. other PGD steps, same images
+])
+def test_runs_evaluated_with_other_settings_are_refused(tmp_path: Path, changed: dict, setting: str) -> None:
+    """Seeds or methods measured on other images or with other evaluation params are not averaged
+    or compared: one line names both files and the first setting that differs, nothing is written."""
+    files = _with_manifests(make_metrics(tmp_path / "metrics"), **changed)
+    with pytest.raises(ValueError) as refusal:
+        build(tmp_path, files)
+    message = str(refusal.value)
+    assert "\n" not in message and "re-evaluate them with the same params" in message
+    assert message.startswith(f"{files[4]}: evaluation setting '{setting}' ") and f"in {files[0]};" in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_extra_parts_evaluated_with_other_settings_are_refused(tmp_path: Path) -> None:
+    """The extra part's attacks (AA-paper) are compared across runs as the core's are."""
+    files = _with_manifests(make_metrics(tmp_path / "metrics"))
+    extras = []
+    for path in files:
+        data = json.loads(path.read_text())
+        n = 4 if path.name == "wscat-seed3.json" else 8
+        manifest = {**data["manifest"], "attacks": {"AA-paper": {"variant": "paper", "n_examples": n, "subset": _subset(n)}}}
+        extra = path.with_name(path.stem + "-extra.json")
+        extra.write_text(json.dumps({**data, "part": "extra", "accuracy": {"AA-paper": 20.0}, "manifest": manifest}))
+        extras.append(extra)
+    with pytest.raises(ValueError, match=r"wscat-seed3\.json: evaluation setting 'AA-paper n_examples' is 4, but 8"):
+        build(tmp_path, files + extras)
+    assert not (tmp_path / "out").exists()
+
+
+def test_runs_are_compared_with_each_other_not_only_with_the_first(tmp_path: Path) -> None:
+    """A first file that records no settings does not let the others differ among themselves."""
+    files = _with_manifests(make_metrics(tmp_path / "metrics"), n_aa=4)
+    data = json.loads(files[0].read_text())
+    files[0].write_text(json.dumps({**data, "manifest": {}}))
+    with pytest.raises(ValueError, match=r"trades-seed2\.json: evaluation setting 'AA n_examples' is 4, but 359 in "
+                                         r"\S+standard-seed2\.json; re-evaluate them"):
+        build(tmp_path, files)

@@ -43,16 +43,21 @@ def _read_metrics(path: Path) -> dict:
     accuracy = data["accuracy"]
     if not isinstance(accuracy, dict):
         raise ValueError(f"{path}: 'accuracy' must be an object of metric -> percent")
-    if data.get("part") == "extra":  # AA-paper, NRF and checks: merged into their core file
-        return data
-    absent = [metric for metric in METRICS if metric not in accuracy]
-    if absent:
-        raise ValueError(f"{path}: 'accuracy' lacks metric(s) {', '.join(absent)}")
-    for metric in METRICS:
-        value = accuracy[metric]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{path}: accuracy '{metric}' must be a finite number, got {value!r}")
+    if data.get("part") != "extra":  # AA-paper, NRF and checks: merged into their core file
+        absent = [metric for metric in METRICS if metric not in accuracy]
+        if absent:
+            raise ValueError(f"{path}: 'accuracy' lacks metric(s) {', '.join(absent)}")
+    for metric, value in accuracy.items():
+        if not _is_percent(value):
+            raise ValueError(f"{path}: accuracy '{metric}' must be a finite number in [0, 100] "
+                             f"(a percentage), got {value!r}; re-evaluate it (`wscat evaluate`)")
     return data
+
+
+def _is_percent(value: object) -> bool:
+    """Whether `value` is an accuracy in percent: a finite real number in [0, 100]."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and 0 <= value <= 100)
 
 
 def collect(metrics_files: list[Path]) -> pd.DataFrame:
@@ -72,6 +77,7 @@ def _frame(datas: list[tuple[Path, dict]]) -> pd.DataFrame:
     setting: tuple[str, str] | None = None
     extras = [m for m in EXTRA_METRICS if all(m in d["accuracy"] for _, d in datas)]
     notes: list[str] = []
+    measured: dict[str, tuple[object, Path]] = {}  # evaluation setting -> value, file
     for path, data in datas:
         key = (data["method"], data["seed"])
         if key in seen:
@@ -82,6 +88,7 @@ def _frame(datas: list[tuple[Path, dict]]) -> pd.DataFrame:
         elif (data["dataset"], data["model"]) != setting:
             raise ValueError(f"{path}: dataset/model {data['dataset']}/{data['model']} differs from "
                              f"{setting[0]}/{setting[1]} of the other metrics files")
+        _check_same_evaluation(path, data, measured)
         records += [{"method": key[0], "seed": key[1], "metric": metric,
                      "value": float(data["accuracy"][metric])} for metric in METRICS + extras]
         for name, check in sorted((data.get("checks") or {}).items()):
@@ -138,6 +145,51 @@ def _check_extra_bound(path: Path, core: dict, extra_path: Path, extra: dict) ->
         if recorded is not None and (extra.get("manifest") or {}).get(key) != recorded:
             raise ValueError(f"{extra_path}: its {key.replace('_', ' ')} differ from its core file "
                              f"{path}'s; rerun its extra evaluation (`wscat evaluate --part extra`)")
+
+
+# What defines a measurement, as the manifests of `wscat evaluate` record it; not what differs
+# legitimately between runs (method, seed, weights digest, device, versions, git revision) nor
+# what an attack found or measured (accuracies, shards, NRF's layer and channels).
+_RUN_SETTINGS = (("n_examples",), ("test_set_size",), ("evaluation_set",), ("test_set",),
+                 ("eps",), ("precision",), ("checkpoint", "which"))
+_ATTACK_SETTINGS = ("n_examples", "subset", "variant", "norm", "eps", "steps", "step_size",
+                    "random_start", "restarts", "loss", "kappa", "attacks", "kind", "of",
+                    "ib_steps", "ib_lr", "ib_beta", "weight")
+_ABSENT = object()
+
+
+def _evaluation_settings(data: dict) -> dict[str, object]:
+    """The recorded settings that define what a run's metrics measured, by dotted name: the
+    test set, threat and precision, each attack's settings and images, and last the fingerprint
+    of the evaluation params (`evaluation_settings`). Settings a file does not record are left out."""
+    manifest = data.get("manifest") or {}
+    settings: dict[str, object] = {}
+    for keys in _RUN_SETTINGS:
+        value: object = manifest
+        for key in keys:
+            value = value.get(key, _ABSENT) if isinstance(value, dict) else _ABSENT
+        if value is not _ABSENT:
+            settings[".".join(keys)] = value
+    for attack, recorded in sorted((manifest.get("attacks") or {}).items()):
+        if isinstance(recorded, dict):
+            settings.update({f"{attack} {key}": recorded[key] for key in _ATTACK_SETTINGS
+                             if key in recorded})
+    if "evaluation_settings" in manifest:
+        settings["evaluation_settings"] = manifest["evaluation_settings"]
+    return settings
+
+
+def _check_same_evaluation(path: Path, data: dict, seen: dict[str, tuple[object, Path]]) -> None:
+    """Refuse a run measured with other evaluation settings (other images, attacks, threat or
+    evaluation params) than the runs read before it, whose settings `seen` holds (each with the
+    first file that recorded it; updated): their numbers cannot be averaged or compared in one
+    table. A setting a file does not record is not compared."""
+    for name, value in _evaluation_settings(data).items():
+        before, where = seen.setdefault(name, (value, path))
+        if before != value:
+            raise ValueError(f"{path}: evaluation setting '{name}' is {value!r}, but {before!r} "
+                             f"in {where}; re-evaluate them with the same params "
+                             "(`wscat evaluate`) before tabulating them together")
 
 
 def _attack_notes(datas: list[dict], extras: list[str]) -> list[str]:
