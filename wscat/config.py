@@ -1,4 +1,5 @@
-"""Typed access to params.yaml, validated once against workflow/schemas/params.schema.yaml.
+"""Typed access to params.yaml, validated once against wscat/params.schema.yaml (linked from
+workflow/schemas/).
 
 The schema is the single definition of what is valid; this module adds only the checks a
 JSON schema cannot express (cross-references between sections).
@@ -14,6 +15,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from wscat.file_kinds import check_input_kind
 from wscat.schema_messages import schema_message
 from wscat.strict_yaml import DuplicateKeyError, StrictLoader
 from wscat.sweeps import expand_paper
@@ -30,6 +32,16 @@ def load_schema() -> dict[str, Any]:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
+def schema_pointer() -> str:
+    """The schema file as the user can open it: wscat/params.schema.yaml from the checkout's
+    root, else its absolute path (another folder, an installed package)."""
+    try:
+        at_root = SCHEMA_PATH.parent.parent == Path.cwd().resolve()
+    except OSError:  # the working folder was removed
+        at_root = False
+    return str(SCHEMA_PATH.relative_to(SCHEMA_PATH.parent.parent)) if at_root else str(SCHEMA_PATH)
+
+
 def _where(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "<top level>"
 
@@ -40,50 +52,52 @@ SEED_MAX = 2**32 - 1
 INT_MAX = 2**31 - 1
 
 
-def check_numbers(value: Any, where: str = "") -> None:
-    """Refuse NaN and +-inf wherever params.yaml holds a number (JSON Schema's bounds let NaN
-    through: every comparison with it is false), and integers beyond what the code represents."""
+def check_numbers(value: Any, where: str = "", source: str = "params.yaml") -> None:
+    """Refuse NaN and +-inf wherever params.yaml (the file `source`) holds a number (JSON Schema's
+    bounds let NaN through: every comparison with it is false), and integers beyond what the code
+    represents."""
     if isinstance(value, dict):
         for key, item in value.items():
-            check_numbers(item, f"{where}.{key}" if where else str(key))
+            check_numbers(item, f"{where}.{key}" if where else str(key), source)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            check_numbers(item, f"{where}.{index}")
+            check_numbers(item, f"{where}.{index}", source)
     elif isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"bad value in params.yaml at {where or '<top level>'}: {value} is not "
+        raise ConfigError(f"bad value in {source} at {where or '<top level>'}: {value} is not "
                           "a finite number; give a finite value (a number too large for a float "
                           "reads as inf)")
     elif isinstance(value, int) and not isinstance(value, bool):
         parts = where.split(".")
         limit = SEED_MAX if "seed" in parts[-1] or parts[-2:-1] == ["seeds"] else INT_MAX
         if not -INT_MAX - 1 <= value <= limit:
-            raise ConfigError(f"bad value in params.yaml at {where}: {value} is beyond what the "
+            raise ConfigError(f"bad value in {source} at {where}: {value} is beyond what the "
                               f"code can represent (at most {limit}); give a smaller value")
 
 
-def validate_params(params: dict[str, Any]) -> dict[str, Any]:
+def validate_params(params: dict[str, Any], source: str | Path = "params.yaml") -> dict[str, Any]:
     """Check `params` against the schema and the cross-references; raise ConfigError on the first
-    problem. Returns the params with the runs of the `paper` section made explicit
-    (wscat.sweeps.expand_paper)."""
-    check_numbers(params)
+    problem, naming `source` (the file they were read from). Returns the params with the runs of
+    the `paper` section made explicit (wscat.sweeps.expand_paper)."""
+    source = str(source)
+    check_numbers(params, source=source)
     schema = load_schema()
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), e.path))
     if errors:
         error = errors[0]
         if error.validator == "additionalProperties":
-            message = f"unknown key in params.yaml at {_where(error)}: {error.message}"
+            message = f"unknown key in {source} at {_where(error)}: {error.message}"
         elif error.validator == "propertyNames":
-            message = f"unknown name in params.yaml at {_where(error)}: {error.message}"
+            message = f"unknown name in {source} at {_where(error)}: {error.message}"
         else:
-            message = (f"bad value in params.yaml at {_where(error)}: "
+            message = (f"bad value in {source} at {_where(error)}: "
                        f"{schema_message(error, schema)}")
-        raise ConfigError(message + " (see workflow/schemas/params.schema.yaml)")
-    _check_references(params)
+        raise ConfigError(f"{message} (see {schema_pointer()})")
+    _check_references(params, source)
     _check_paper(params)
     if params.get("paper"):
         params = expand_paper(params)
-        _check_references(params)  # the generated methods and datasets
+        _check_references(params, source)  # the generated methods and datasets
     return params
 
 
@@ -176,7 +190,8 @@ def evaluation_for(params: dict[str, Any], dataset: str) -> dict[str, Any]:
                        for key, value in overrides.items()}}
 
 
-def _check_method(params: dict[str, Any], name: str, schema: dict[str, Any]) -> None:
+def _check_method(params: dict[str, Any], name: str, schema: dict[str, Any],
+                  source: str = "params.yaml") -> None:
     """A method as the trainer sees it (base resolved), on every dataset it has overrides for."""
     resolved = resolve_method(params, name)
     for dataset in [None, *(resolved.get("per_dataset") or {})]:
@@ -191,21 +206,22 @@ def _check_method(params: dict[str, Any], name: str, schema: dict[str, Any]) -> 
         if error is not None:
             where = f"methods.{name}" + (f".per_dataset.{dataset}" if dataset else "")
             field = ".".join(str(p) for p in error.absolute_path)
-            raise ConfigError(f"bad value in params.yaml at {where}{'.' + field if field else ''}: "
+            raise ConfigError(f"bad value in {source} at {where}{'.' + field if field else ''}: "
                               f"{schema_message(error, schema)} (after resolving base/per_dataset)")
 
 
-def _check_references(params: dict[str, Any]) -> None:
+def _check_references(params: dict[str, Any], source: str = "params.yaml") -> None:
+    """The checks a JSON schema cannot express: the names each section uses exist elsewhere."""
     methods = params["methods"]
     method_schema = {"$defs": load_schema()["$defs"], "$ref": "#/$defs/method"}
     for name in methods:
-        _check_method(params, name, method_schema)
+        _check_method(params, name, method_schema, source)
     for name, experiment in params["experiments"].items():
         dataset = experiment["dataset"]
         for section in ("datasets", "training"):
             if dataset not in params[section]:
                 raise ConfigError(f"experiments.{name}: dataset '{dataset}' has no entry under "
-                                  f"{section}: in params.yaml; add one")
+                                  f"{section}: in {source}; add one")
         if experiment["model"] not in params["models"]:
             raise ConfigError(f"experiments.{name}: unknown model '{experiment['model']}'; "
                               f"models: {', '.join(params['models'])}")
@@ -259,12 +275,29 @@ def yaml_error_line(error: yaml.YAMLError) -> str:
     return f"{where}{problem}" + (f" ({context})" if context else "")
 
 
+def _not_utf8(path: Path, error: UnicodeDecodeError) -> ConfigError:
+    """The one-line refusal of a file that is not UTF-8 text: a binary file, or text saved in
+    another encoding (where the first bad byte is)."""
+    data = error.object if isinstance(error.object, bytes) else b""
+    if b"\0" in data[:4096]:
+        return ConfigError(f"{path} is a binary file, not YAML text; pass the params .yaml file")
+    line = data.count(b"\n", 0, error.start) + 1
+    column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+    return ConfigError(f"{path} is not a UTF-8 text file: byte 0x{data[error.start]:02x} on line "
+                       f"{line}, column {column}; save it as UTF-8 (or, if it is another file, "
+                       "pass the params .yaml file)")
+
+
 def read_yaml(path: str | Path) -> Any:
     """A YAML file's content, read with StrictLoader; ConfigError (one line, with the line
-    numbers) if it is not YAML or gives a key twice in one mapping."""
+    numbers) if it is not UTF-8 text, not YAML, or gives a key twice in one mapping."""
     path = Path(path)
     try:
-        return yaml.load(path.read_text(), Loader=StrictLoader)  # noqa: S506 - a SafeLoader
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise _not_utf8(path, error) from error
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader
     except DuplicateKeyError as error:
         raise ConfigError(f"{path}: {error}") from error
     except yaml.YAMLError as error:
@@ -293,10 +326,14 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
                           "(--params)")
     if not path.is_file():
         raise ConfigError(f"params file not found: {path} (run from the repository root or pass --params)")
+    try:  # another wscat file (a checkpoint, a split, metrics): say which, not a decode error
+        check_input_kind(path, "params")
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
     params = read_yaml(path)  # a key given twice is refused, not silently the last
     if not isinstance(params, dict):
         raise ConfigError(f"{path} must hold a mapping of sections (experiments, datasets, ...)")
-    return validate_params(params)
+    return validate_params(params, path)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,103 @@
+"""A params file refused in one line that names the file actually read and what to do: text that
+is not UTF-8, a binary file (a checkpoint, an .npz) passed as --params, and schema errors of a
+file not called params.yaml, pointing at a schema file that exists from any folder."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from tests.helpers.tiny import ROOT
+from wscat import cli
+from wscat.config import SCHEMA_PATH, ConfigError, load_params, validate_params
+
+REAL = (ROOT / "params.yaml").read_text()
+
+
+def refusal(folder: Path, name: str, capsys: pytest.CaptureFixture[str],
+            monkeypatch: pytest.MonkeyPatch) -> str:
+    """`wscat list-experiments --params NAME` run in `folder`: exit 2, one line, no traceback."""
+    monkeypatch.chdir(folder)
+    capsys.readouterr()
+    code = cli.main(["list-experiments", "--params", name])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err and "codec" not in err, err
+    return err
+
+
+def test_latin1_params_names_the_file_and_the_byte(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A Latin-1 byte: the file, where the byte is, and to save it as UTF-8."""
+    (tmp_path / "p.yaml").write_bytes(b"# caf\xe9\n" + REAL.encode())
+    with pytest.raises(ConfigError, match=re.escape(
+            "p.yaml is not a UTF-8 text file: byte 0xe9 on line 1, column 6; save it as UTF-8")):
+        load_params(tmp_path / "p.yaml")
+    assert "p.yaml is not a UTF-8 text file" in refusal(tmp_path, "p.yaml", capsys, monkeypatch)
+
+
+def test_checkpoint_as_params_says_it_is_a_checkpoint(tmp_path: Path, capsys,
+                                                      monkeypatch) -> None:
+    """`--params run/best.pt`: named a checkpoint, with the file to pass instead."""
+    (tmp_path / "run").mkdir()
+    torch.save({"model": {"w": torch.zeros(2)}}, tmp_path / "run" / "best.pt")
+    line = refusal(tmp_path, "run/best.pt", capsys, monkeypatch)
+    assert "run/best.pt is a PyTorch checkpoint (.pt), not a params file: pass params.yaml" \
+        in line, line
+
+
+def test_npz_as_params_says_it_is_not_a_params_file(tmp_path: Path, capsys,
+                                                     monkeypatch) -> None:
+    """`--params s.npz` (arrays): refused as not a params file, not a decode error."""
+    np.savez(tmp_path / "s.npz", x=np.arange(300))
+    line = refusal(tmp_path, "s.npz", capsys, monkeypatch)
+    assert "s.npz is an .npz of other arrays (x), not a params file: pass params.yaml" in line, line
+
+
+def test_unknown_binary_file_is_called_binary(tmp_path: Path) -> None:
+    """A binary file of no wscat kind: called binary, with the file to pass."""
+    (tmp_path / "blob.yaml").write_bytes(b"a: 1\n\0\xff\xfe")
+    with pytest.raises(ConfigError, match=r"blob.yaml is a binary file, not YAML text; pass the "
+                                          r"params \.yaml file$"):
+        load_params(tmp_path / "blob.yaml")
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_schema_error_names_the_file_read_and_an_existing_schema(
+        tmp_path: Path, capsys, monkeypatch, inside: bool) -> None:
+    """`--params p1.yaml` with an unknown key: "in p1.yaml", and the schema pointer opens from the
+    folder the command ran in (the checkout's root, or anywhere else)."""
+    params = yaml.safe_load(REAL)
+    params["zzz"] = 1
+    (tmp_path / "p1.yaml").write_text(yaml.safe_dump(params))
+    folder, name = (ROOT, str(tmp_path / "p1.yaml")) if inside else (tmp_path, "p1.yaml")
+    line = refusal(folder, name, capsys, monkeypatch)
+    assert f"unknown key in {name} at <top level>" in line and "params.yaml" not in line, line
+    pointer = re.search(r"\(see (\S+)\)$", line.strip())
+    assert pointer is not None and (folder / pointer[1]).resolve() == SCHEMA_PATH, line
+
+
+def test_number_and_reference_errors_name_the_file_read(tmp_path: Path) -> None:
+    """NaN, and a cross-reference the schema cannot check, in p2.yaml: "in p2.yaml"."""
+    params = yaml.safe_load(REAL)
+    params["training"]["digits"]["lr"] = float("nan")
+    (tmp_path / "p2.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(ConfigError, match=r"bad value in \S*p2.yaml at training.digits.lr: nan"):
+        load_params(tmp_path / "p2.yaml")
+    params = yaml.safe_load(REAL)
+    experiment = next(iter(params["experiments"].values()))
+    del params["training"][experiment["dataset"]]
+    (tmp_path / "p2.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(ConfigError, match=r"under training: in \S*p2.yaml; add one"):
+        load_params(tmp_path / "p2.yaml")
+
+
+def test_params_given_as_a_mapping_still_say_params_yaml() -> None:
+    """validate_params on a dict (wscat.api, the benchmarks): the old wording, params.yaml."""
+    params = yaml.safe_load(REAL)
+    params["zzz"] = 1
+    with pytest.raises(ConfigError, match="unknown key in params.yaml at <top level>"):
+        validate_params(params)
