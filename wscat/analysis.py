@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from wscat.checkpoint import load_checkpoint
+from wscat.checkpoint import CheckpointError, load_checkpoint
+from wscat.errors import first_line
 from wscat.evaluation import accuracy, harmonic_mean
 from wscat.methods import StepContext, build_method
 from wscat.methods.rlfat import random_block_shuffle
@@ -44,7 +45,12 @@ def wscat_heads(checkpoint: str, method_params: dict[str, Any], feature_dim: int
     if "method" not in state:
         raise ValueError(f"{checkpoint} holds no projection heads (trained before wscat saved "
                          "them with the best checkpoint); retrain it")
-    method.load_state_dict(state["method"])
+    try:
+        method.load_state_dict(state["method"])
+    except (RuntimeError, TypeError, AttributeError) as error:
+        raise CheckpointError(f"{checkpoint}: its projection heads do not fit the method "
+                              f"params.yaml configures ({first_line(error)}); retrain it") \
+            from error
     return method.to(device).eval()
 
 

@@ -9,9 +9,11 @@ from metrics files and the analysis step's files (results/analysis/, `wscat anal
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ import pandas as pd  # noqa: E402
 
 from wscat.errors import NPZ_ERRORS, first_line  # noqa: E402
 from wscat.metrics import harmonic_mean  # noqa: E402
-from wscat.io import atomic_path, write_text  # noqa: E402
+from wscat.io import atomic_path, check_writable  # noqa: E402
 from wscat.report import paper  # noqa: E402
 from wscat.report.names import display_name  # noqa: E402
 from wscat.report.table import seed_std  # noqa: E402
@@ -32,20 +34,28 @@ from wscat.report.table import seed_std  # noqa: E402
 COLOURS = {"Natural": "tab:blue", "PGD": "tab:red", "HM": "tab:green"}
 
 
-def save(fig: plt.Figure, prefix: Path, table: list[dict[str, Any]] | None = None) -> None:
-    """prefix.pdf and prefix.png (and prefix.csv of the plotted numbers), each written atomically."""
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    for ext in ("pdf", "png"):
-        with atomic_path(prefix.with_suffix(f".{ext}")) as tmp:
-            fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight",
-                        metadata={"CreationDate": None} if ext == "pdf" else None)
-    plt.close(fig)
-    if table:
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=list(table[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(table)
-        write_text(prefix.with_suffix(".csv"), out.getvalue())
+def save(fig: plt.Figure, prefix: Path, table: list[dict[str, Any]] | None = None,
+         files: dict[str, Path] | None = None) -> None:
+    """prefix.pdf and prefix.png (and prefix.csv of the plotted numbers), or `files` (by
+    extension): every path checked before any is written, and none moved into place before all
+    are rendered."""
+    exts = ("pdf", "png", "csv") if table else ("pdf", "png")
+    files = files or {ext: prefix.with_suffix(f".{ext}") for ext in exts}
+    try:
+        check_writable(*files.values())
+        with contextlib.ExitStack() as stack:
+            tmp = {ext: stack.enter_context(atomic_path(path)) for ext, path in files.items()}
+            for ext in ("pdf", "png"):
+                fig.savefig(tmp[ext], format=ext, dpi=150, bbox_inches="tight",
+                            metadata={"CreationDate": None} if ext == "pdf" else None)
+            if table:
+                out = io.StringIO()
+                writer = csv.DictWriter(out, fieldnames=list(table[0]), lineterminator="\n")
+                writer.writeheader()
+                writer.writerows(table)
+                tmp["csv"].write_text(out.getvalue())
+    finally:
+        plt.close(fig)
 
 
 def _panels(n: int, width: float = 3.6, height: float = 3.0, rows: int = 1
@@ -54,16 +64,74 @@ def _panels(n: int, width: float = 3.6, height: float = 3.0, rows: int = 1
     return fig, axes
 
 
+FIGURE_EXTS = (".pdf", ".png")
+NOT_PLOTTED = {"epoch", "lr", "score", "seconds"}  # train_log.csv columns that are not curves
+LOG_HINT = "pass a run's train_log.csv (`wscat train` writes it in its --out-dir)"
+
+
+def curves_files(out: Path) -> dict[str, Path]:
+    """The files `wscat curves --out OUT` writes: OUT.pdf and OUT.png, the name kept as given
+    (run.v2 -> run.v2.pdf); an OUT already ending in .pdf or .png drops that ending."""
+    stem = out.with_suffix("") if out.suffix.lower() in FIGURE_EXTS else out
+    return {ext: stem.with_name(f"{stem.name}.{ext}") for ext in ("pdf", "png")}
+
+
+def read_train_log(path: Path) -> pd.DataFrame:
+    """train_log.csv as numbers, refused in one line unless it has the epoch, loss and val_
+    columns `wscat train` writes, each value a finite number. An empty cell (a val_ column on an
+    epoch not validated) stays a gap, but for epoch and loss; NaN or infinity, which a finished
+    run never logs (training stops on a non-finite loss), is refused rather than drawn as a
+    broken or missing curve."""
+    try:
+        text = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError as error:
+        raise ValueError(f"{path} is empty, not a training log; {LOG_HINT}") from error
+    except (pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not a training log (not a CSV table: "
+                         f"{' '.join(first_line(error).split())}); {LOG_HINT}") from error
+    columns = [str(c) for c in text.columns]
+    missing = [c for c in ("epoch", "loss") if c not in columns]
+    if not any(c.startswith("val_") for c in columns):
+        missing.append("val_*")
+    if missing:
+        raise ValueError(f"{path} lacks the {', '.join(missing)} column"
+                         f"{'s' if len(missing) > 1 else ''} of a training log (its columns: "
+                         f"{', '.join(columns)}); {LOG_HINT}")
+    if text.empty:
+        raise ValueError(f"{path}: no epochs logged; {LOG_HINT}")
+    log = pd.DataFrame(index=text.index)
+    for column in ["epoch", *(c for c in columns if c not in NOT_PLOTTED)]:
+        log[column] = [_log_number(path, column, row, cell, gap=column not in ("epoch", "loss"))
+                       for row, cell in enumerate(text[column], start=2)]
+    return log
+
+
+def _log_number(path: Path, column: str, line: int, cell: str, *, gap: bool) -> float:
+    """One cell of a training log as a finite number (with `gap`, an empty cell: NaN, a gap)."""
+    cell = cell.strip()
+    if gap and cell == "":
+        return math.nan
+    try:
+        value = float(cell)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value):
+        what = "empty" if cell == "" else f"'{cell}'"
+        raise ValueError(f"{path}, line {line}: {column} is {what}, not a finite number "
+                         "(`wscat train` logs finite numbers only, and stops a run whose loss "
+                         "turns NaN or infinite); retrain the run, or pass the train_log.csv it "
+                         "wrote")
+    return value
+
+
 def curves(train_log: Path, prefix: Path, title: str) -> None:
-    """Loss terms (left) and validation accuracies (right) per epoch of one run."""
-    log = pd.read_csv(train_log)
-    if log.empty:
-        raise ValueError(f"{train_log}: no epochs logged")
+    """Loss terms (left) and validation accuracies (right) per epoch of one run, written to
+    `curves_files(prefix)`."""
+    log = read_train_log(train_log)
     fig, axes = _panels(2, width=4.2)
     left, right = axes[0]
-    skip = {"epoch", "lr", "score", "seconds"}
     for column in log.columns:
-        if column in skip:
+        if column in NOT_PLOTTED:
             continue
         target = right if column.startswith("val_") else left
         target.plot(log["epoch"], log[column], label=column.removeprefix("val_"), marker=".")
@@ -73,7 +141,7 @@ def curves(train_log: Path, prefix: Path, title: str) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
-    save(fig, prefix)
+    save(fig, prefix, files=curves_files(prefix))
 
 
 def _load(path: str) -> dict[str, Any]:

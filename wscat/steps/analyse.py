@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from wscat import analysis
+from wscat.checkpoint import CheckpointError
 from wscat.config import ConfigError, method_for
 from wscat.data import load_dataset, load_split, raw_files
 from wscat.io import atomic_path, check_writable, guard_outputs
@@ -41,6 +42,21 @@ def _images(params: dict[str, Any], dataset: str, indices: np.ndarray, device: t
     return source.take(torch.as_tensor(indices), device)
 
 
+def _load_run(run: paper.Run, root: str, device: torch.device
+              ) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The model of `run`'s checkpoint and its metadata, refused in one line (as `wscat evaluate`
+    refuses it) when the checkpoint holds another method, seed or dataset."""
+    checkpoint = run.checkpoint(root)
+    model, meta = load_model(Path(checkpoint), device)
+    if (meta.get("dataset"), meta.get("method"), meta.get("seed")) != \
+            (run.dataset, run.method, run.seed):
+        raise CheckpointError(f"{checkpoint} holds {meta.get('method')} seed {meta.get('seed')} "
+                              f"on {meta.get('dataset')}, not {run.method} seed {run.seed} on "
+                              f"{run.dataset}; put the best.pt of that run there (`wscat train`, "
+                              "or its Snakemake rule, makes it)")
+    return model, meta
+
+
 def similarity(params: dict[str, Any], tier: str, entry: dict[str, Any], root: str,
                device: torch.device) -> dict[str, np.ndarray]:
     """One model (the checkpoint of `similarity.model`), the same natural test images, the AE of
@@ -48,7 +64,7 @@ def similarity(params: dict[str, Any], tier: str, entry: dict[str, Any], root: s
     spec = paper.tier_spec(params, tier)["similarity"]
     dataset = entry["dataset"]
     run = paper.Run(dataset, paper.dataset_model(params, entry), spec["model"], spec["seed"])
-    model, meta = load_model(Path(run.checkpoint(root)), device)
+    model, meta = _load_run(run, root, device)
     test = load_split(run.split(root)).test[: spec["n_examples"]]
     x, _ = _images(params, dataset, test, device)
     heads = analysis.wscat_heads(run.checkpoint(root), method_for(params, spec["model"], dataset),
@@ -80,7 +96,7 @@ def feature(params: dict[str, Any], tier: str, entry: dict[str, Any], root: str,
     runs = [paper.Run(dataset, model_key, method, spec["seed"]) for method in spec["methods"]]
     points = []
     for run in runs:
-        model, _ = load_model(Path(run.checkpoint(root)), device)
+        model, _ = _load_run(run, root, device)
         points.append(analysis.tsne(analysis.features(model, x), seed=spec["seed"]))
     return {"methods": np.array(spec["methods"]), "index": chosen, "label": y.cpu().numpy(),
             "tsne": np.stack(points),

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from wscat import paths
-from wscat.io import write_text
+from wscat.io import check_writable, guard_outputs, write_text
 from wscat.report import paper
 
 
@@ -67,7 +67,12 @@ def index(params: dict[str, Any], tier: str, root: str) -> str:
 
 
 def run_curves(*, train_log: Path, out: Path, title: str = "") -> None:
-    """A run's training curves (.pdf, .png), titled by its folder unless `title` is given."""
+    """A run's training curves (OUT.pdf, OUT.png: `figures.curves_files`), titled by its folder
+    unless `title` is given; both outputs checked before the log is read or anything written."""
     from wscat.report import figures
 
+    files = figures.curves_files(out)
+    guard_outputs({"--train-log": train_log},
+                  {f"--out ({path.name})": path for path in files.values()})
+    check_writable(*files.values())
     figures.curves(train_log, out, title or str(train_log.parent))
