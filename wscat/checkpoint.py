@@ -156,6 +156,16 @@ def check_model(path: str | Path, meta: dict[str, Any], model: str, spec: dict[s
                               f"of a {model} run")
 
 
+def check_run(path: str | Path, meta: dict[str, Any], *, dataset: str, method: str,
+              seed: int) -> None:
+    """Refuse (ValueError, one line) a checkpoint whose metadata names another dataset, method
+    or seed than the run a step was asked for (a seed-2 labeler for seed 1, a Standard
+    checkpoint as `--labeler mt` or `--method trades`): evaluate, pseudo-label and validate."""
+    if (meta.get("dataset"), meta.get("method"), meta.get("seed")) != (dataset, method, seed):
+        raise ValueError(f"{path} holds {meta.get('method')} seed {meta.get('seed')} on "
+                         f"{meta.get('dataset')}, not {method} seed {seed} on {dataset}")
+
+
 def load_weights(module: torch.nn.Module, weights: Any, path: str | Path) -> None:
     """`module.load_state_dict(weights)`, refusing weights that do not fit in one line."""
     try:

@@ -1,6 +1,7 @@
 """Test split (official, or fixed and stratified); labelled and validation sets per seed."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,13 +124,15 @@ def _per_class_fraction(labels: np.ndarray, pool: np.ndarray, fraction: float,
     return np.sort(np.concatenate(parts))
 
 
-def save_split(split: Split, path: str | Path) -> None:
-    """Write the split as .npz atomically."""
+def save_split(split: Split, path: str | Path, made_with: str | None = None) -> None:
+    """Write the split as .npz atomically; with `made_with` (the split params that made it, as
+    JSON: wscat.workflow.split_params) recorded, for `load_split_of` to check."""
+    record = {} if made_with is None else {"made_with": np.array(made_with)}
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as handle:
             np.savez(handle, dataset=np.array(split.dataset), seed=np.array(split.seed),
                      labelled=split.labelled, unlabelled=split.unlabelled,
-                     validation=split.validation, test=split.test)
+                     validation=split.validation, test=split.test, **record)
 
 
 def load_split(path: str | Path) -> Split:
@@ -178,10 +181,38 @@ def check_split_fits(split: Split, n_images: int, path: str | Path) -> None:
                              "`wscat split`")
 
 
-def load_split_of(path: str | Path, dataset: str, seed: int) -> Split:
-    """`load_split(path)`, refusing the split of another dataset or seed."""
+def load_split_of(path: str | Path, dataset: str, seed: int, made_with: str | None = None
+                  ) -> Split:
+    """`load_split(path)`, refusing the split of another dataset or seed and, given `made_with`
+    (the split params now, wscat.workflow.split_params), one made with other split params (a
+    file that records none, written before they were recorded, passes)."""
     split = load_split(path)
     if split.dataset != dataset or split.seed != seed:
         raise ValueError(f"{path} is the split of {split.dataset} seed {split.seed}, not of "
                          f"{dataset} seed {seed}")
+    if made_with is not None:
+        _check_made_with(path, split, made_with)
     return split
+
+
+def _check_made_with(path: str | Path, split: Split, made_with: str) -> None:
+    """Refuse a split whose recorded split params differ from `made_with`: it holds the parts
+    of other params (another `labelled`...), which a run would use while claiming these."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            recorded = str(data["made_with"]) if "made_with" in data.files else None
+        old = None if recorded is None else json.loads(recorded)
+        if old is not None and not isinstance(old, dict):
+            raise ValueError("its `made_with` is not a record of split params")
+    except NPZ_ERRORS as error:  # json's errors are ValueErrors
+        raise ValueError(f"{path} is not a wscat split file ({npz_problem(error)}); delete it "
+                         "and rerun `wscat split`") from error
+    new = json.loads(made_with)
+    if old is None or old == new:
+        return
+    changed = "; ".join(f"datasets.{split.dataset}.{key}: {old.get(key)} there, {new.get(key)} "
+                        "in the params" for key in sorted(set(old) | set(new))
+                        if old.get(key) != new.get(key))
+    raise ValueError(f"{path} was made with other split params than these ({changed}); remake "
+                     f"it with these params: `wscat split --dataset {split.dataset} --seed "
+                     f"{split.seed} --out {path}` (snakemake reruns it)")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from wscat import analysis
-from wscat.checkpoint import CheckpointError
+from wscat.checkpoint import CheckpointError, check_run
 from wscat.config import ConfigError, method_for
 from wscat.data import load_dataset, load_split, raw_files
 from wscat.io import atomic_path, check_writable, guard_outputs
@@ -48,12 +48,11 @@ def _load_run(run: paper.Run, root: str, device: torch.device
     refuses it) when the checkpoint holds another method, seed or dataset."""
     checkpoint = run.checkpoint(root)
     model, meta = load_model(Path(checkpoint), device)
-    if (meta.get("dataset"), meta.get("method"), meta.get("seed")) != \
-            (run.dataset, run.method, run.seed):
-        raise CheckpointError(f"{checkpoint} holds {meta.get('method')} seed {meta.get('seed')} "
-                              f"on {meta.get('dataset')}, not {run.method} seed {run.seed} on "
-                              f"{run.dataset}; put the best.pt of that run there (`wscat train`, "
-                              "or its Snakemake rule, makes it)")
+    try:
+        check_run(checkpoint, meta, dataset=run.dataset, method=run.method, seed=run.seed)
+    except ValueError as error:
+        raise CheckpointError(f"{error}; put the best.pt of that run there (`wscat train`, or "
+                              "its Snakemake rule, makes it)") from None
     return model, meta
 
 

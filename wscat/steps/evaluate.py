@@ -17,12 +17,13 @@ from wscat.data import load_dataset, raw_files
 from wscat.data.split import Split, check_split_fits, load_split_of
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
+from wscat.checkpoint import check_run
 from wscat.inference import load_model
 from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock, write_json
 from wscat.provenance import versions
 from wscat.training.speed import autocast, configure_backend
-from wscat.workflow import evaluation_fingerprint, training_fingerprint
+from wscat.workflow import evaluation_fingerprint, split_params, training_fingerprint
 
 PARTS = ("all", "core", "extra")
 
@@ -157,11 +158,9 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
         check_input_kind(path, kind, option, fields)  # not a split passed as --checkpoint
     check_writable(out)
     core = _core_result(core_path, (dataset, model, method, seed)) if part == "extra" else None
-    split = load_split_of(split_path, dataset, seed)
+    split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
-    if (meta.get("dataset"), meta.get("method"), meta.get("seed")) != (dataset, method, seed):
-        raise ValueError(f"{checkpoint} holds {meta.get('method')} seed {meta.get('seed')} on "
-                         f"{meta.get('dataset')}, not {method} seed {seed} on {dataset}")
+    check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
     provenance = _provenance(params, run, net)
     _check_trained_by(checkpoint, meta, provenance)
     if part == "extra":

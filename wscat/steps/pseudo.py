@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from wscat.checkpoint import check_run
 from wscat.config import RunConfig
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
@@ -14,13 +15,16 @@ from wscat.inference import load_model, predict
 from wscat.file_kinds import check_input_kind
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.provenance import versions
+from wscat.workflow import split_params
+
 
 
 def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
         checkpoint: Path, out: Path, metrics: Path, labeler: str,
         device: torch.device, model: str | None = None) -> dict[str, Any]:
     """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation).
-    With `model`, a checkpoint of another model is refused."""
+    A checkpoint of another dataset, labeler or seed is refused (`wscat.checkpoint.check_run`), with
+    `model` one of another model too, and a split made with other split params than these."""
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint},
                   {"--out": out, "--metrics": metrics})
@@ -28,12 +32,13 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
     check_input_kind(split_path, "split", "--split", fields)  # not a checkpoint passed as --split
     check_input_kind(checkpoint, "checkpoint", "--checkpoint", fields)
     check_writable(out, metrics)
-    split = load_split_of(split_path, dataset, seed)
+    split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     source = load_dataset(dataset, params["datasets"][dataset])
     check_split_fits(split, len(source.labels), split_path)
     spec = None if model is None else RunConfig.from_params(
         params, dataset=dataset, model=model, method=labeler, seed=seed).model_spec
     model, meta = load_model(checkpoint, device, model=model, spec=spec)
+    check_run(checkpoint, meta, dataset=dataset, method=labeler, seed=seed)
     predicted = predict(model, source.images[torch.as_tensor(split.unlabelled)], device)
     truth = source.labels[torch.as_tensor(split.unlabelled)]  # for the metric only
     per_class = {str(c): round(100.0 * float((predicted[truth == c] == c).float().mean()), 4)

@@ -6,6 +6,7 @@ from typing import Any
 
 from wscat.data import Split, load_dataset, make_split, raw_files, save_split
 from wscat.io import check_writable, guard_outputs
+from wscat.workflow import split_params
 
 
 def run(params: dict[str, Any], dataset: str, seed: int, out: Path) -> Split:
@@ -19,5 +20,5 @@ def run(params: dict[str, Any], dataset: str, seed: int, out: Path) -> Split:
                        val_fraction=cfg["val_fraction"], val_max=cfg["val_max"],
                        train_size=source.train_size,
                        unlabelled_fraction=cfg.get("unlabelled_fraction", 1.0))
-    save_split(split, out)
+    save_split(split, out, made_with=split_params(params, dataset))  # checked where it is read
     return split

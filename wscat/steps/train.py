@@ -19,7 +19,7 @@ from wscat.io import check_writable, guard_outputs, output_lock
 from wscat.provenance import machine, versions
 from wscat.training import TrainingData, train
 from wscat.training.run_folder import check_run_folder
-from wscat.workflow import training_fingerprint
+from wscat.workflow import split_params, training_fingerprint
 
 
 def model_parameters(run: RunConfig, source: ImageDataset) -> int:
@@ -72,7 +72,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     # before anything in it is touched
     check_run_folder(out_dir, dataset=dataset, model=model, method=method, seed=seed)
     check_writable(out_dir, folders=True)
-    split = load_split_of(split_path, dataset, seed)
+    split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     kind = run.method_params["data"]
     if kind == "pseudo" and pseudo_path is None:
         raise ValueError(f"method '{method}' trains on pseudo-labels from "

@@ -1,0 +1,140 @@
+"""A checkpoint or split of another run is refused where it is read, as `wscat evaluate` refuses
+it: pseudo-label with a labeler of another seed or method, validate with a checkpoint of another
+method or seed, and train (pseudo-label, validate, evaluate) on a split made with other split
+params. One line, exit 2, nothing written."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.helpers.tiny import tiny_params, write_params
+from wscat import cli
+from wscat.data.split import Split, load_split_of, save_split
+from wscat.workflow import split_params
+
+
+def _main(*argv: object) -> int:
+    """`wscat argv` in-process."""
+    return cli.main([str(a) for a in argv])
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: object) -> str:
+    """`wscat argv` in-process: exit 2 and one line, no traceback; the line."""
+    capsys.readouterr()
+    code = _main(*argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """params.yaml (labelled 100), its splits of seeds 1 and 2, Standard trained on each
+    (run_s1/, run_s2/), and params50.yaml: the same params with `labelled: 50`."""
+    folder = tmp_path_factory.mktemp("identity")
+    params = write_params(folder / "params.yaml", tiny_params(epochs=1))
+    fewer = tiny_params(epochs=1)
+    fewer["datasets"]["digits"]["labelled"] = 50
+    write_params(folder / "params50.yaml", fewer)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for seed in (1, 2):
+            split = folder / f"s{seed}.npz"
+            assert _main("split", "--params", params, "--dataset", "digits", "--seed", seed,
+                         "--out", split) == 0
+            assert _main("train", "--params", params, "--dataset", "digits", "--model", "cnn",
+                         "--method", "standard", "--seed", seed, "--split", split,
+                         "--out-dir", folder / f"run_s{seed}", "--device", "cpu") == 0
+    finally:
+        torch.set_num_threads(threads)
+    return folder
+
+
+def _pseudo(work: Path, labeler: str, checkpoint: str, params: str = "params.yaml",
+            out: Path | None = None) -> list[object]:
+    """pseudo-label's arguments on s1.npz, writing p.npz and p.json to `out` (default `work`)."""
+    out = out or work
+    return ["pseudo-label", "--params", work / params, "--dataset", "digits", "--model", "cnn",
+            "--seed", 1, "--split", work / "s1.npz", "--labeler", labeler, "--checkpoint",
+            work / checkpoint, "--out", out / "p.npz", "--metrics", out / "p.json",
+            "--device", "cpu"]
+
+
+def _validate(work: Path, method: str, checkpoint: str, params: str = "params.yaml",
+              out: Path | None = None) -> list[object]:
+    """validate's arguments on s1.npz, writing v.json to `out` (default `work`)."""
+    return ["validate", "--params", work / params, "--dataset", "digits", "--model", "cnn",
+            "--seed", 1, "--split", work / "s1.npz", "--method", method, "--checkpoint",
+            work / checkpoint, "--out", (out or work) / "v.json", "--device", "cpu"]
+
+
+@pytest.mark.parametrize("labeler, checkpoint, holds", [
+    ("standard", "run_s2/best.pt", "holds standard seed 2 on digits, not standard seed 1"),
+    ("mt", "run_s1/best.pt", "holds standard seed 1 on digits, not mt seed 1 on digits"),
+])
+def test_pseudo_label_refuses_a_labeler_of_another_seed_or_method(work, capsys, labeler,
+                                                                   checkpoint, holds):
+    line = refused(capsys, *_pseudo(work, labeler, checkpoint))
+    assert f"{work / checkpoint} {holds}" in line, line
+    assert not (work / "p.npz").exists() and not (work / "p.json").exists()
+
+
+@pytest.mark.parametrize("method, checkpoint, holds", [
+    ("trades", "run_s1/best.pt", "holds standard seed 1 on digits, not trades seed 1 on digits"),
+    ("standard", "run_s2/best.pt", "holds standard seed 2 on digits, not standard seed 1"),
+])
+def test_validate_refuses_a_checkpoint_of_another_method_or_seed(work, capsys, method,
+                                                                 checkpoint, holds):
+    line = refused(capsys, *_validate(work, method, checkpoint))
+    assert f"{work / checkpoint} {holds}" in line, line
+    assert not (work / "v.json").exists()
+
+
+def test_the_run_s_own_checkpoint_still_labels_and_validates(work, tmp_path):
+    assert _main(*_pseudo(work, "standard", "run_s1/best.pt", out=tmp_path)) == 0
+    assert _main(*_validate(work, "standard", "run_s1/best.pt", out=tmp_path)) == 0
+    assert str(np.load(tmp_path / "p.npz")["labeler"]) == "standard"
+
+
+def test_a_split_of_other_split_params_is_refused_by_train_pseudo_label_and_validate(
+        work, capsys):
+    stale = "datasets.digits.labelled: 100 there, 50 in the params"
+    line = refused(capsys, "train", "--params", work / "params50.yaml", "--dataset", "digits",
+                   "--model", "cnn", "--method", "standard", "--seed", 1, "--split",
+                   work / "s1.npz", "--out-dir", work / "run50", "--device", "cpu")
+    assert stale in line and "`wscat split --dataset digits --seed 1" in line, line
+    assert not (work / "run50").exists()
+    assert stale in refused(capsys, *_pseudo(work, "standard", "run_s1/best.pt", "params50.yaml"))
+    assert stale in refused(capsys, *_validate(work, "standard", "run_s1/best.pt",
+                                               "params50.yaml"))
+    assert stale in refused(capsys, "evaluate", "--params", work / "params50.yaml", "--dataset",
+                            "digits", "--model", "cnn", "--method", "standard", "--seed", 1,
+                            "--split", work / "s1.npz", "--checkpoint", work / "run_s1/best.pt",
+                            "--out", work / "m.json", "--part", "core", "--device", "cpu")
+    assert not any((work / name).exists() for name in ("p.npz", "v.json", "m.json"))
+
+
+def _toy_split(path: Path, made_with: str | None = None) -> Path:
+    """A small split of digits seed 1 at `path`; with `made_with` recorded, else as before."""
+    split = Split("digits", 1, np.arange(10), np.arange(10, 30), np.arange(30, 35),
+                  np.arange(35, 50))
+    if made_with is None:
+        save_split(split, path)
+    else:
+        save_split(split, path, made_with=made_with)
+    return path
+
+
+def test_a_split_records_its_params_and_one_without_the_record_still_loads(tmp_path):
+    now = split_params(tiny_params(), "digits")
+    assert load_split_of(_toy_split(tmp_path / "a.npz", now), "digits", 1, made_with=now).seed == 1
+    assert load_split_of(_toy_split(tmp_path / "old.npz"), "digits", 1, made_with=now).seed == 1
+    fewer = tiny_params()
+    fewer["datasets"]["digits"]["val_max"] = 7
+    with pytest.raises(ValueError, match="val_max: 2000 there, 7 in the params"):
+        load_split_of(tmp_path / "a.npz", "digits", 1, made_with=split_params(fewer, "digits"))
