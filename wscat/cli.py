@@ -450,10 +450,17 @@ OUTPUT_ARGS = ("out", "tex", "csv", "summary", "md", "paired_csv", "paired_tex")
 INPUT_ARGS = ("params", "split", "pseudo", "labeler_checkpoint", "checkpoint", "core", "metrics",
               "train_log", "table_csv", "results", "npz")
 # Files a step writes beside an output argument (`--out` without extension: the figures).
+def _curves_outputs(out: Path) -> list[Path]:
+    """What `wscat curves --out OUT` writes (OUT.pdf, OUT.png; run.v2 keeps its name)."""
+    from wscat.report.figures import curves_files  # matplotlib: only when curves run
+
+    return list(curves_files(out).values())
+
+
 DERIVED_OUTPUTS: dict[str, Callable[[Path], list[Path]]] = {
     "export": lambda out: [out, out.with_suffix(".pt")],
     "paper-figure": lambda out: [out.with_suffix(f".{ext}") for ext in ("pdf", "png", "csv")],
-    "curves": lambda out: [out.with_suffix(f".{ext}") for ext in ("pdf", "png")],
+    "curves": _curves_outputs,
 }
 
 

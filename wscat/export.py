@@ -16,8 +16,10 @@ whose state dict NAME.pt holds.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import math
 import os
 from fractions import Fraction
 from pathlib import Path
@@ -26,7 +28,9 @@ from typing import Any
 import torch
 
 from wscat.checkpoint import load_checkpoint, save_tensors
-from wscat.io import write_json
+from wscat.errors import OutputError
+from wscat.file_kinds import KIND_NAMES, file_kind
+from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.models import LogitsOnly
 from wscat.report.names import display_name
 
@@ -79,6 +83,65 @@ def _read_metrics(metrics: Path, meta: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _check_accuracy(metrics: Path, accuracy: Any) -> dict[str, float]:
+    """The metrics' accuracies, refused (ValueError) unless each is a finite percentage in
+    [0, 100] and Natural and AA are there: no NaN or impossible number is shipped."""
+    if not isinstance(accuracy, dict):
+        raise ValueError(f"{metrics} holds no accuracies; rerun `wscat evaluate`")
+    for key in ("Natural", "AA"):
+        if key not in accuracy:
+            raise ValueError(f"{metrics} has no '{key}' accuracy (an extra part alone?); pass the "
+                             "metrics of `wscat evaluate --part core` (or all)")
+    for key, value in accuracy.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or not 0 <= value <= 100:
+            raise ValueError(f"{metrics}: accuracy '{key}' is {value!r}, not a finite percentage "
+                             "in [0, 100]; rerun `wscat evaluate` to measure it again")
+    return accuracy
+
+
+def _check_measured(metrics: Path, manifest: Any, checkpoint: Path) -> None:
+    """Refuse (ValueError) metrics measured on other weights than the checkpoint's (the
+    manifest's weights_sha256, as `wscat evaluate` writes it): the entry ships these weights,
+    so its numbers must be theirs, whichever epoch or file they came from."""
+    from wscat.inference import load_model
+    from wscat.steps.evaluate import weights_digest
+
+    manifest = manifest if isinstance(manifest, dict) else {}
+    training = manifest.get("training")
+    recorded = training.get("weights_sha256") if isinstance(training, dict) else None
+    if recorded is None:
+        raise ValueError(f"{metrics} does not record which weights it measured (manifest "
+                         f"weights_sha256); rerun `wscat evaluate` on {checkpoint}")
+    net, _ = load_model(checkpoint, torch.device("cpu"))
+    held = weights_digest(net)
+    if recorded != held:
+        raise ValueError(f"{metrics} was measured on other weights than {checkpoint}'s "
+                         f"(weights_sha256 {recorded} there, {held} here); pass the metrics of "
+                         "this checkpoint, or run `wscat evaluate` on it first")
+
+
+def _check_outputs(checkpoint: Path, metrics: Path, out: Path, weights: Path) -> None:
+    """Refuse (OutputError), before anything is written: an output that is an input or a folder,
+    and an existing file that is not an earlier export to `out` (a training checkpoint beside
+    it, say): only the entry's own state dict, matching its recorded sha256, is replaced."""
+    guard_outputs({"--checkpoint": checkpoint, "--metrics": metrics},
+                  {"--out": out, f"--out ({weights.name})": weights})
+    check_writable(out, weights)
+    entry: dict[str, Any] = {}
+    if out.exists():
+        if file_kind(out).kind != "export":
+            raise OutputError(errno.EEXIST, f"{out} exists and is not an earlier `wscat export` "
+                              "entry; choose another --out, or move it away")
+        entry = json.loads(out.read_text())
+    if weights.exists() and (entry.get("state_dict") != weights.name
+                             or entry.get("state_dict_sha256") != _sha256(weights)):
+        what = KIND_NAMES.get(file_kind(weights).kind or "", "another file")
+        raise OutputError(errno.EEXIST, f"{weights} exists and is not the state dict of an earlier "
+                          f"export to {out} (it is {what}); choose another --out, or move it "
+                          "away")
+
+
 def _rebuild(meta: dict[str, Any], state: dict[str, Any], accuracy: dict[str, float],
              manifest: dict[str, Any]) -> dict[str, Any]:
     """The entry's `wscat` block: what `load_exported` needs to rebuild the model, and the
@@ -104,19 +167,21 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
                  name: str | None = None) -> dict[str, Any]:
     """Write `out` (the JSON entry) and `out` with suffix .pt (the state dict); return the entry.
 
-    `metrics` must be the metrics file of this checkpoint's run (same dataset, model, method and
-    seed), as `wscat evaluate` wrote it.
+    `metrics` must be the metrics file `wscat evaluate` wrote for this very checkpoint (same run,
+    weights and epoch), its accuracies finite percentages. Everything is checked before anything
+    is written; an existing NAME.json or NAME.pt is replaced only when it is an earlier export.
     """
     checkpoint, metrics, out = Path(checkpoint), Path(metrics), Path(out)
     if out.suffix != ".json":
         raise ValueError(f"--out must name a .json file (the state dict goes beside it), not {out}")
+    weights = out.with_suffix(".pt")
+    _check_outputs(checkpoint, metrics, out, weights)
     state = load_checkpoint(checkpoint)
     meta = state["meta"]
     result = _read_metrics(metrics, meta)
-    accuracy, manifest = result["accuracy"], result["manifest"]
+    accuracy, manifest = _check_accuracy(metrics, result.get("accuracy")), result.get("manifest")
+    _check_measured(metrics, manifest, checkpoint)
     name = name or f"{meta['method']}-{meta['dataset']}-{meta['model']}-seed{meta['seed']}"
-    weights = out.with_suffix(".pt")
-    save_tensors(weights, state["ema"])
     aa = manifest.get("attacks", {}).get("AA", {})
     aa_images = aa.get("n_examples", manifest["n_examples"])
     entry = {
@@ -133,12 +198,14 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
                      f"AutoAttack {aa.get('version', 'standard')} on {aa_images} test images, "
                      f"the other attacks on {manifest['n_examples']}."),
         "state_dict": weights.name,
-        "state_dict_sha256": _sha256(weights),
         "wscat": _rebuild(meta, state, accuracy, manifest),
     }
-    write_json(out, entry)
-    for path in (weights, out):  # files to share: readable by others, as a plain copy would be
-        os.chmod(path, 0o644)
+    with atomic_path(out) as entry_tmp, atomic_path(weights) as weights_tmp:  # both or neither
+        save_tensors(weights_tmp, state["ema"])
+        entry["state_dict_sha256"] = _sha256(weights_tmp)
+        write_json(entry_tmp, entry)
+        for path in (weights_tmp, entry_tmp):  # files to share: readable by others, as a copy
+            os.chmod(path, 0o644)
     return entry
 
 

@@ -133,3 +133,11 @@ def test_analyse_refuses_a_checkpoint_of_another_method(trained: Path, figure: s
     _refused(["analyse", "--tier", "t", "--figure", figure, "--dataset", "digits", "--out",
               "a.npz", "--threads", "1"], trained, capsys,
              "models/digits/cnn/wscat/seed1/best.pt holds standard seed 1 on digits, not wscat")
+
+
+def test_the_cli_guards_the_files_curves_writes() -> None:
+    """The output guard and lock see the names `curves` writes: run.v2.pdf, not run.pdf."""
+    from wscat.cli import DERIVED_OUTPUTS
+
+    assert DERIVED_OUTPUTS["curves"](Path("o/run.v2")) == [Path("o/run.v2.pdf"),
+                                                          Path("o/run.v2.png")]
