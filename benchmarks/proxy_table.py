@@ -38,6 +38,21 @@ SEED_DIR = re.compile(r"seed(\d+)")
 NAN = re.compile(r"\bnan\b", re.IGNORECASE)
 
 
+def read_json(path: Path, what: str, keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A seed folder's JSON file as an object with `keys`; anything else is one line naming it."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable {what} ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0]}); unpack the run's OUT/seed{{s}}.tar.gz "
+                         "again") from None
+    missing = [key for key in keys if not isinstance(data, dict) or key not in data]
+    if missing:
+        raise ValueError(f"{path}: a {what} without {', '.join(missing)}; unpack the run's "
+                         "OUT/seed{s}.tar.gz again")
+    return data
+
+
 def seed_dirs(seeds_dir: Path) -> dict[int, Path]:
     """seed -> its folder (seed{s}/ under `seeds_dir`), in seed order."""
     if not seeds_dir.is_dir():
@@ -75,6 +90,9 @@ def read_seeds(dirs: dict[int, Path]) -> dict[str, Any]:
     with experiments.cifar10-proxy.seeds = the seeds present."""
     first: tuple[int, dict[str, Any]] | None = None
     for seed, folder in dirs.items():
+        if not (folder / "params.yaml").is_file():
+            raise ValueError(f"{folder / 'params.yaml'}: missing, so {folder} is not a whole "
+                             "seed folder; unpack the run's OUT/seed{s}.tar.gz there")
         params = load_params(folder / "params.yaml")
         if EXPERIMENT not in params["experiments"]:
             raise ValueError(f"{folder / 'params.yaml'}: no experiment '{EXPERIMENT}'; not a "
@@ -108,7 +126,7 @@ def metrics_files(params: dict[str, Any], dirs: dict[int, Path]) -> list[Path]:
                     raise ValueError(f"{path}: missing, so seed {seed} is not complete (its run "
                                      "did not finish every evaluation); rerun that seed "
                                      "(DEVELOPERS.md) or move its folder out")
-                if json.loads(path.read_text()).get("seed") != seed:
+                if read_json(path, "metrics file", ("seed",))["seed"] != seed:
                     raise ValueError(f"{path}: holds another seed's metrics than seed {seed}; "
                                      "unpack each run's OUT/seed{s}.tar.gz unchanged")
                 files.append(path)
@@ -120,8 +138,12 @@ def _runs_line(seed: int, folder: Path) -> str:
     record_path = folder / "run.json"
     if not record_path.is_file():
         return f"- seed {seed}: no run.json (how the run went is not recorded)"
-    record = json.loads(record_path.read_text())
-    steps = record.get("steps", [])
+    record = read_json(record_path, "run record", ("steps",))
+    steps = record["steps"]
+    if not isinstance(steps, list) or not all(isinstance(step, dict) and {"status", "kept"}
+                                              <= step.keys() for step in steps):
+        raise ValueError(f"{record_path}: its steps lack a status or kept field; unpack the "
+                         "run's OUT/seed{s}.tar.gz again")
     done = sum(step["status"] == "done" for step in steps)
     calls = ("in one call" if record.get("one_call")
              else f"{sum(step['kept'] for step in steps)} steps kept from an earlier call")
@@ -142,8 +164,9 @@ def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
         for seed, folder in dirs.items():
             report = Path(f"{folder}/pseudo/{spec['dataset']}/{spec['model']}/{labeler}/"
                           f"seed{seed}.json")
-            cells.append(f"{json.loads(report.read_text())['accuracy']:.2f}"
-                         if report.is_file() else "-")
+            accuracy = (read_json(report, "pseudo-label report", ("accuracy",))["accuracy"]
+                        if report.is_file() else None)
+            cells.append("-" if accuracy is None else f"{accuracy:.2f}")
         lines.append(f"| {labeler} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -263,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--require-all", action="store_true",
                         help="fail unless every expected seed is in")
     args = parser.parse_args(argv)
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        print(f"proxy_table: error: --out {args.out} is a file; pass a folder for the table's "
+              "files", file=sys.stderr)
+        return 2
     try:
         expected = args.expect or load_params(ROOT / "params.yaml")["experiments"][EXPERIMENT][
             "seeds"]

@@ -124,10 +124,11 @@ def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> No
 def longer_labeler() -> dict:
     """The real params with a Mean Teacher labeler that trains longer than the runs it labels
     for (a choice on the validation split may make it so): the scheduling machinery's case. The
-    real proxy has none: both labelers train its 15 epochs, fixed a priori (issue 24)."""
+    real proxy has none: both labelers train its 15 epochs, fixed a priori (issue 24); Mean
+    Teacher's own knob there is the release's plain cosine."""
     params = real_params()
-    assert "per_method" not in params["training"][PROXY]
-    params["training"][PROXY]["per_method"] = {"mt": {"epochs": 60, "ema_buffers": "average"}}
+    assert params["training"][PROXY]["per_method"] == {"mt": {"warmup_fraction": 0.0}}
+    params["training"][PROXY]["per_method"]["mt"].update(epochs=60, ema_buffers="average")
     return params
 
 
@@ -142,7 +143,8 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
     quick = proxy_params(longer_labeler(), seed=2, npz=None, epochs=3)  # --epochs: every run
     assert {training_for(quick, PROXY, m)["epochs"] for m in ("mt", "wscat")} == {3}
     # --epochs drops the per-method epochs and keeps the labeler's other knobs.
-    assert quick["training"][PROXY]["per_method"] == {"mt": {"ema_buffers": "average"}}
+    assert quick["training"][PROXY]["per_method"] == {"mt": {"ema_buffers": "average",
+                                                             "warmup_fraction": 0.0}}
     assert params["experiments"][PROXY]["seeds"] == [2]
     jobs = {job.name: job for job in build_jobs(params, tmp_path / "params.yaml", 2, tmp_path, 2)}
     assert Counter(name.split()[0] for name in jobs) == {
@@ -622,6 +624,21 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     shutil.copytree(two / "seed1", two / "seed4")  # a run's folder under another seed's name
     assert "a run of seeds [1], not of seed 4" in refused(two)
     shutil.rmtree(two / "seed4")
+    # Files of a seed's folder that are there but broken: one line naming the file.
+    for name, broken, says in (
+            (f"metrics/{PROXY}/wrn-10-1/trades/seed2.json", '{"seed": 2, "acc', "not a readable"),
+            ("run.json", '{"steps": [{"done": 1}]}', "lack a status or kept field"),
+            (f"pseudo/{PROXY}/wrn-10-1/mt/seed2.json", '{"seed": 2}', "without accuracy")):
+        path = two / "seed2" / name
+        saved = path.read_text()
+        path.write_text(broken)
+        assert f"{path}: " in refused(two) and says in refused(two)
+        path.write_text(saved)
+    (two / "seed2/params.yaml").rename(two / "seed2/params.yml")
+    assert "params.yaml: missing, so" in refused(two) and "--params" not in refused(two)
+    (two / "seed2/params.yml").rename(two / "seed2/params.yaml")
+    code, err = _render(capsys, "--seeds-dir", str(two), "--out", str(out / "table.md"))
+    assert code == 2 and "is a file; pass a folder" in err
     (two / f"seed2/metrics/{PROXY}/wrn-10-1/trades/seed2-extra.json").unlink()
     assert "seed2-extra.json: missing, so seed 2 is not complete" in refused(two)
 
