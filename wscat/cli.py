@@ -1,22 +1,26 @@
 """`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, export, analyse,
 list-experiments, and the paper's tables and figures (paper-table, paper-compare, paper-figure,
 paper-index, curves, validate).
-Bad input, an unwritable output or Ctrl-C: one line, exit 2 (130 for Ctrl-C); an unexpected
-error: one line, exit 1, its traceback with --debug or WSCAT_DEBUG=1."""
+Bad input, an unwritable output, Ctrl-C or SIGTERM: one line, exit 2 (130 for Ctrl-C, 143 for
+SIGTERM, each leaving nothing half-written); an unexpected error: one line, exit 1, its traceback
+with --debug or WSCAT_DEBUG=1."""
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from wscat import __version__
 from wscat.config import SEED_MAX, ConfigError, load_params, unknown_name
 from wscat.device import DEVICE_ENV, device_default
-from wscat.errors import DEBUG_ENV, INTERRUPTED, debug_requested, describe, exit_code, first_line
+from wscat.errors import (DEBUG_ENV, INTERRUPTED, Terminated, debug_requested, describe,
+                          exit_code, first_line)
 from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock
 from wscat.memory import keep_freed_memory
@@ -570,6 +574,24 @@ def _quiet_broken_pipe() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While a step runs, SIGTERM raises `Terminated` (a KeyboardInterrupt) in the main thread,
+    so it ends as Ctrl-C does: locks released, partial outputs removed, one line, exit 143."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one step; every failure ends in one line on stderr and a non-zero exit status."""
     try:
@@ -581,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED
     keep_freed_memory()  # fewer page faults per tensor op; the same bits (wscat/memory.py)
     try:
-        run(args)
+        with _sigterm_as_interrupt():
+            run(args)
         sys.stdout.flush()
     except BrokenPipeError:
         _quiet_broken_pipe()

@@ -10,8 +10,14 @@ import zipfile
 
 DEBUG_ENV = "WSCAT_DEBUG"
 
-# Exit codes: 2 bad input (as argparse), 1 unexpected, 130 interrupted (as a shell's SIGINT).
-BAD_INPUT, UNEXPECTED, INTERRUPTED = 2, 1, 130
+# Exit codes: 2 bad input (as argparse), 1 unexpected, 130 interrupted (as a shell's SIGINT),
+# 143 terminated (SIGTERM: 128 + 15, as a shell reports it).
+BAD_INPUT, UNEXPECTED, INTERRUPTED, TERMINATED = 2, 1, 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`timeout`, a cluster's time limit, Snakemake stopping its jobs), raised in the
+    main thread so that the clean-up of Ctrl-C runs: locks released, nothing half-written."""
 
 
 # What np.load raises on a truncated, foreign or malformed .npz (and a missing key in it).
@@ -77,6 +83,10 @@ def os_error_line(error: OSError, path: object | None = None) -> str:
 
 def describe(error: BaseException) -> str | None:
     """One line for an anticipated failure; None for an unexpected one."""
+    if isinstance(error, Terminated):
+        return "terminated (SIGTERM: a time limit, `timeout` or a scheduler); finished outputs " \
+               "are complete and nothing half-written was kept, so rerun the same command to " \
+               "continue"
     if isinstance(error, KeyboardInterrupt):
         return "interrupted; finished outputs are complete and nothing half-written was kept, " \
                "so rerun the same command to continue"
@@ -132,5 +142,5 @@ def stop_on_unknown_target(workflow: object) -> None:
 def exit_code(error: BaseException) -> int:
     """The exit status a failure ends with."""
     if isinstance(error, KeyboardInterrupt):
-        return INTERRUPTED
+        return TERMINATED if isinstance(error, Terminated) else INTERRUPTED
     return BAD_INPUT if describe(error) is not None else UNEXPECTED

@@ -4,6 +4,7 @@ method or seed, and train (pseudo-label, validate, evaluate) on a split made wit
 params. One line, exit 2, nothing written."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -138,3 +139,57 @@ def test_a_split_records_its_params_and_one_without_the_record_still_loads(tmp_p
     fewer["datasets"]["digits"]["val_max"] = 7
     with pytest.raises(ValueError, match="val_max: 2000 there, 7 in the params"):
         load_split_of(tmp_path / "a.npz", "digits", 1, made_with=split_params(fewer, "digits"))
+
+
+def test_an_argument_the_step_would_not_read_is_refused(work, capsys, tmp_path):
+    """--pseudo for a method without pseudo-labels and --core outside --part extra were
+    silently ignored: now one line each."""
+    assert _main(*_pseudo(work, "standard", "run_s1/best.pt", out=tmp_path)) == 0
+    line = refused(capsys, "train", "--params", work / "params.yaml", "--dataset", "digits",
+                   "--model", "cnn", "--method", "standard", "--seed", 1, "--split",
+                   work / "s1.npz", "--pseudo", tmp_path / "p.npz", "--out-dir", work / "run_p",
+                   "--device", "cpu")
+    assert "trains on no pseudo-labels" in line and "drop --pseudo" in line, line
+    assert not (work / "run_p").exists()
+    core = tmp_path / "core.json"
+    core.write_text(json.dumps({"dataset": "digits", "method": "standard", "seed": 1,
+                                "part": "core", "accuracy": {"Natural": 90.0}}))
+    line = refused(capsys, "evaluate", "--params", work / "params.yaml", "--dataset", "digits",
+                   "--model", "cnn", "--method", "standard", "--seed", 1, "--split",
+                   work / "s1.npz", "--checkpoint", work / "run_s1/best.pt", "--out",
+                   work / "m.json", "--part", "core", "--core", core, "--device", "cpu")
+    assert "--core is read by --part extra only" in line, line
+    assert not (work / "m.json").exists()
+
+
+def test_sigterm_ends_a_training_as_ctrl_c_does(work, tmp_path):
+    """SIGTERM (`timeout`, a SLURM time limit) used to end `wscat train` with status 143, no
+    word, and its lock file left behind: now the Ctrl-C path, one line and nothing left over
+    but the resumable run."""
+    import signal
+    import subprocess
+    import sys
+
+    write_params(tmp_path / "long.yaml", tiny_params(epochs=500))
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wscat", "train", "--params", str(tmp_path / "long.yaml"),
+         "--dataset", "digits", "--model", "cnn", "--method", "standard", "--seed", "1",
+         "--split", str(work / "s1.npz"), "--out-dir", str(out), "--device", "cpu",
+         "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**__import__("os").environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        for line in proc.stderr:  # the second epoch's line: training is under way
+            if line.startswith("epoch=2 "):
+                break
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    lines = err.strip().splitlines()
+    assert proc.returncode == 143, err
+    assert lines[-1].startswith("wscat train: error: terminated (SIGTERM") and \
+        "rerun the same command" in lines[-1], err
+    assert "Traceback" not in err
+    left = [p.name for p in tmp_path.rglob("*") if "lock" in p.name or p.name.endswith(".tmp")]
+    assert left == [], left

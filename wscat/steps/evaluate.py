@@ -146,6 +146,8 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
         raise ValueError(f"unknown part '{part}'; choose one of {', '.join(PARTS)}")
     if part == "extra" and core_path is None:
         raise ValueError("--part extra reads the core metrics: pass --core FILE")
+    if part != "extra" and core_path is not None:  # not read: say so rather than ignore it
+        raise ValueError(f"--core is read by --part extra only, not --part {part}; drop it")
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
     shard_dir = out.with_name(out.name + ".shards")
     guard_outputs({f"dataset {dataset}": raw_files(dataset, run.data), "--split": split_path,

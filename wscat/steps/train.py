@@ -77,6 +77,9 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     if kind == "pseudo" and pseudo_path is None:
         raise ValueError(f"method '{method}' trains on pseudo-labels from "
                          f"'{run.method_params['labeler']}': pass --pseudo FILE")
+    if kind != "pseudo" and pseudo_path is not None:  # not read: say so rather than ignore it
+        raise ValueError(f"method '{method}' trains on no pseudo-labels (data: {kind}); drop "
+                         "--pseudo, or name a method that does (e.g. wscat, rst)")
     source = load_dataset(dataset, params["datasets"][dataset])
     check_training_device(device, model=model, parameters=model_parameters(run, source),
                           cpu_named=device_named)
