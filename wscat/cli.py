@@ -540,6 +540,9 @@ def guard(args: argparse.Namespace) -> None:
         for path in value if isinstance(value, list) else [value]:
             if flag not in FOLDER_INPUTS and Path(path).is_dir():
                 raise ValueError(f"{flag} {path} is a folder, not a file; pass the file itself")
+            if flag in FOLDER_INPUTS and Path(path).exists() and not Path(path).is_dir():
+                raise ValueError(f"{flag} {path} is a file, not a folder; pass the results "
+                                 "folder (default: results)")
     files, folders = step_outputs(args)
     guard_outputs(inputs, files, folders)
 

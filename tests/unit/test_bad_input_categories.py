@@ -187,6 +187,15 @@ def test_a_folder_where_a_file_belongs_is_said_so(inputs, capsys, step, source):
     refused(argv(step, {source: "a-folder"}), "a-folder is a folder, not a file", inputs, capsys)
 
 
+@pytest.mark.parametrize("step, source", [(step, source) for step in subparsers()
+                                          for source in roles(step)[0]
+                                          if f"--{source}" in cli.FOLDER_INPUTS])
+def test_a_file_where_a_folder_belongs_is_said_so(inputs, capsys, step, source):
+    """`--results m.json` said `[Errno 20] Not a directory`."""
+    (inputs / "m.json").write_text("{}")
+    refused(argv(step, {source: "m.json"}), "m.json is a file, not a folder", inputs, capsys)
+
+
 def test_every_step_that_writes_is_covered():
     """The list above is not empty for any step with an output and an input: a new step joins
     by its arguments alone."""
