@@ -199,6 +199,25 @@ def test_a_table_csv_the_paper_does_not_report_is_refused(tmp_path: Path) -> Non
         join(path)
 
 
+def test_an_empty_table_csv_or_another_table_s_label_is_refused(tmp_path: Path) -> None:
+    """An empty CSV and a --label that is not the CSV's table said "the paper reports none of
+    these cells" or wrote a companion under the wrong label."""
+    from wscat.report.compare import join
+    from wscat.steps.paper import run_compare
+
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="no rows"):
+        join(empty)
+    table = tmp_path / "t.csv"
+    table.write_text("table,dataset,model,method,metric,mean,std,n_seeds\n"
+                     "Tab-RQ1-CIFAR10,CIFAR10,WRN-28-10,WSCAT,PGD,50.00,1.00,3\n")
+    with pytest.raises(ValueError, match="--label nope: .* holds table Tab-RQ1-CIFAR10"):
+        run_compare(label="nope", table_csv=table, paper_cells=None, tex=tmp_path / "c.tex",
+                    csv=tmp_path / "c.csv")
+    assert not (tmp_path / "c.tex").exists() and not (tmp_path / "c.csv").exists()
+
+
 # --- every table and figure on the embedded default (tiny schedule) --------------------------
 
 def tiny_tier_params() -> dict:

@@ -27,7 +27,10 @@ def join(ours_csv: Path, paper_cells: tuple[str, str] | None = None) -> list[dic
     compare every row with, where ours differ (the CIFAR-10 proxy); None: the row's own."""
     with open(ours_csv, newline="") as handle:
         ours = list(csv.DictReader(handle))
-    missing = [k for k in KEYS + ("mean", "std") if ours and k not in ours[0]]
+    if not ours:
+        raise ValueError(f"{ours_csv}: no rows (an empty table CSV); rebuild it with "
+                         "`wscat paper-table` (or its Snakemake rule)")
+    missing = [k for k in KEYS + ("mean", "std") if k not in ours[0]]
     if missing:
         raise ValueError(f"{ours_csv}: not a wscat paper table CSV (no column {missing[0]})")
     reported = {tuple(row[k] for k in KEYS): row for row in paper.reported()}

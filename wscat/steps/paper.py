@@ -26,7 +26,12 @@ def run_compare(*, label: str, table_csv: Path, paper_cells: tuple[str, str] | N
     """A table's companion: our numbers, the paper's, and the difference."""
     from wscat.report.compare import join, render
 
-    tex_text, table = render(join(table_csv, paper_cells), label, paper_cells)
+    rows = join(table_csv, paper_cells)
+    tables = sorted({str(row["table"]) for row in rows})
+    if label not in tables:
+        raise ValueError(f"--label {label}: {table_csv} holds table {', '.join(tables)}; pass "
+                         "the label of the table it holds")
+    tex_text, table = render(rows, label, paper_cells)
     write_text(csv, table)
     write_text(tex, tex_text)
 
