@@ -153,3 +153,30 @@ def test_a_test_label_beyond_the_training_classes_blames_y_test(
     line = cli_error(capsys, tmp_path / "t.npz")
     assert "y_test" in line and "class 10" in line and "0..9" in line, line
     assert "training images have no class" not in line
+
+
+@pytest.mark.parametrize("form", ["crlf", "symlink"])
+def test_the_edit_keeps_line_ends_and_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            form: str) -> None:
+    """A CRLF params file kept its lines only as LF, and a symbolic link was replaced by a
+    regular file: now every old line is kept byte for byte and the link stays a link."""
+    monkeypatch.chdir(tmp_path)
+    original = (ROOT / "params.yaml").read_bytes()
+    real = tmp_path / "real.yaml"
+    real.write_bytes(original.replace(b"\n", b"\r\n") if form == "crlf" else original)
+    params = real
+    if form == "symlink":
+        params = tmp_path / "params.yaml"
+        params.symlink_to(real.name)
+    add_dataset.run(params, "rgb", npz(tmp_path / "rgb.npz"))
+    written = real.read_bytes()
+    if form == "crlf":
+        assert written.count(b"\n") == written.count(b"\r\n")  # no bare LF
+        old = original.replace(b"\n", b"\r\n").split(b"\r\n")
+    else:
+        assert params.is_symlink() and params.resolve() == real.resolve()
+        old = original.split(b"\n")
+    new = written.split(b"\r\n" if form == "crlf" else b"\n")
+    changes = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+    assert {tag for tag, *_ in changes} == {"equal", "insert"}  # every old line kept, in order
+    assert "rgb" in yaml.safe_load(written.decode())["datasets"]

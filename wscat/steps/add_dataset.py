@@ -212,12 +212,16 @@ def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Pat
                              "name, or remove that entry first")
     summary = inspect(name, npz)
     text = params_file.read_text()
+    # The file's own line ends (CRLF from an editor on Windows) and, for a symbolic link, the
+    # file it points to: replaced in place, so the link stays a link.
+    newline = "\r\n" if b"\r\n" in params_file.read_bytes() else "\n"
     target = out or params_file
+    target = Path(os.path.realpath(target)) if target.is_symlink() else target
     for section, block in blocks(name, _stored_path(npz), md5_of(npz), summary,
                                  params).items():
         text = insert(text, section, block)
     with atomic_path(target) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, newline=newline)
         load_params(tmp)  # the whole file valid, or nothing replaced
         if os.path.exists(target):
             os.chmod(tmp, os.stat(target).st_mode & 0o777)
