@@ -74,26 +74,23 @@ def _validate(work: Path, method: str, checkpoint: str, params: str = "params.ya
             work / checkpoint, "--out", (out or work) / "v.json", "--device", "cpu"]
 
 
-@pytest.mark.parametrize("labeler, checkpoint, holds", [
-    ("standard", "run_s2/best.pt", "holds standard seed 2 on digits, not standard seed 1"),
-    ("mt", "run_s1/best.pt", "holds standard seed 1 on digits, not mt seed 1 on digits"),
+@pytest.mark.parametrize("step, who, checkpoint, holds", [
+    ("pseudo-label", "standard", "run_s2/best.pt",
+     "holds standard seed 2 on digits, not standard seed 1"),
+    ("pseudo-label", "mt", "run_s1/best.pt",
+     "holds standard seed 1 on digits, not mt seed 1 on digits"),
+    ("validate", "trades", "run_s1/best.pt",
+     "holds standard seed 1 on digits, not trades seed 1 on digits"),
+    ("validate", "standard", "run_s2/best.pt",
+     "holds standard seed 2 on digits, not standard seed 1"),
 ])
-def test_pseudo_label_refuses_a_labeler_of_another_seed_or_method(work, capsys, labeler,
-                                                                   checkpoint, holds):
-    line = refused(capsys, *_pseudo(work, labeler, checkpoint))
+def test_a_checkpoint_of_another_seed_or_method_is_refused(work, capsys, step, who, checkpoint,
+                                                          holds):
+    """pseudo-label's labeler (`who`: --labeler) and validate's method (--method)."""
+    line = refused(capsys, *(_pseudo if step == "pseudo-label" else _validate)(work, who,
+                                                                               checkpoint))
     assert f"{work / checkpoint} {holds}" in line, line
-    assert not (work / "p.npz").exists() and not (work / "p.json").exists()
-
-
-@pytest.mark.parametrize("method, checkpoint, holds", [
-    ("trades", "run_s1/best.pt", "holds standard seed 1 on digits, not trades seed 1 on digits"),
-    ("standard", "run_s2/best.pt", "holds standard seed 2 on digits, not standard seed 1"),
-])
-def test_validate_refuses_a_checkpoint_of_another_method_or_seed(work, capsys, method,
-                                                                 checkpoint, holds):
-    line = refused(capsys, *_validate(work, method, checkpoint))
-    assert f"{work / checkpoint} {holds}" in line, line
-    assert not (work / "v.json").exists()
+    assert not any((work / name).exists() for name in ("p.npz", "p.json", "v.json"))
 
 
 def test_the_run_s_own_checkpoint_still_labels_and_validates(work, tmp_path):
