@@ -166,6 +166,18 @@ def check_run(path: str | Path, meta: dict[str, Any], *, dataset: str, method: s
                          f"{meta.get('dataset')}, not {method} seed {seed} on {dataset}")
 
 
+def check_trained_by(path: str | Path, meta: dict[str, Any], expected: str) -> None:
+    """Refuse (ValueError, one line) a checkpoint whose training fingerprint (what `wscat train`
+    writes into it, wscat.workflow.training_fingerprint) is not `expected`, the one the params
+    give: what is made from it would claim a training that did not make it. A checkpoint from
+    before the fingerprint was written carries none and is not checked."""
+    made = meta.get("training_fingerprint")
+    if made is not None and made != expected:
+        raise ValueError(f"{path} was trained with other params than these (training {made}, "
+                         f"the params give {expected}); retrain it: snakemake --forcerun {path} "
+                         "-- <your target>")
+
+
 def load_weights(module: torch.nn.Module, weights: Any, path: str | Path) -> None:
     """`module.load_state_dict(weights)`, refusing weights that do not fit in one line."""
     try:

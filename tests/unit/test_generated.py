@@ -49,8 +49,14 @@ def test_unlabelled_generated_images_take_the_labelers_predictions(digits):
     train_step.run(params, dataset="digits", model="cnn", method="standard", seed=1,
                    split_path=tmp / "split.npz", pseudo_path=None, out_dir=tmp / "standard",
                    device=torch.device("cpu"))
-    run = _run(params, tmp / "gen-unlabelled.npz")
     data = training_data(source, split, "labelled", None)
+    # The labeler's checkpoint must be the labeler's run: here Standard, not the default mt.
+    with pytest.raises(ValueError, match="holds standard seed 1 on digits, not mt seed 1"):
+        train_step.with_generated(data, _run(params, tmp / "gen-unlabelled.npz"), source,
+                                  tmp / "standard/best.pt", torch.device("cpu"))
+    params = {**params, "methods": {**params["methods"], "dmat": {
+        **params["methods"]["dmat"], "generated_labeler": "standard"}}}
+    run = _run(params, tmp / "gen-unlabelled.npz")
     with pytest.raises(ValueError, match="generated_labeler"):
         train_step.with_generated(data, run, source, None, torch.device("cpu"))
     mixed = train_step.with_generated(data, run, source, tmp / "standard/best.pt",

@@ -93,6 +93,19 @@ def test_a_checkpoint_of_another_seed_or_method_is_refused(work, capsys, step, w
     assert not any((work / name).exists() for name in ("p.npz", "p.json", "v.json"))
 
 
+def test_a_checkpoint_of_other_training_params_is_refused(work, capsys, tmp_path):
+    """pseudo-label and validate read a checkpoint trained with other params than the ones
+    given (here 2 epochs against its 1) as evaluate does: refused, naming the retraining."""
+    write_params(tmp_path / "two.yaml", tiny_params(epochs=2))  # the same split params
+    for argv in (_pseudo(work, "standard", "run_s1/best.pt", str(tmp_path / "two.yaml"),
+                         out=tmp_path),
+                 _validate(work, "standard", "run_s1/best.pt", str(tmp_path / "two.yaml"),
+                           out=tmp_path)):
+        line = refused(capsys, *argv)
+        assert "was trained with other params than these" in line and "--forcerun" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["two.yaml"]
+
+
 def test_the_run_s_own_checkpoint_still_labels_and_validates(work, tmp_path):
     assert _main(*_pseudo(work, "standard", "run_s1/best.pt", out=tmp_path)) == 0
     assert _main(*_validate(work, "standard", "run_s1/best.pt", out=tmp_path)) == 0

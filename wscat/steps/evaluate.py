@@ -17,7 +17,7 @@ from wscat.data import load_dataset, raw_files
 from wscat.data.split import Split, check_split_fits, load_split_of
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
-from wscat.checkpoint import check_run
+from wscat.checkpoint import check_run, check_trained_by
 from wscat.inference import load_model
 from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock, write_json
@@ -67,18 +67,6 @@ def _provenance(params: dict[str, Any], run: RunConfig, net: torch.nn.Module) ->
                                                              run.method),
                          "weights_sha256": weights_digest(net)},
             "evaluation_settings": evaluation_fingerprint(params, run.dataset)}
-
-
-def _check_trained_by(checkpoint: Path, meta: dict[str, Any], provenance: dict[str, Any]
-                      ) -> None:
-    """Refuse a checkpoint whose training (the fingerprint `wscat train` writes into it) is not
-    the one the params give: its metrics would claim a training that did not make it. A
-    checkpoint from before the fingerprint was written carries none and is not checked."""
-    made, expected = meta.get("training_fingerprint"), provenance["training"]["fingerprint"]
-    if made is not None and made != expected:
-        raise ValueError(f"{checkpoint} was trained with other params than these (training "
-                         f"{made}, the params give {expected}); retrain it: snakemake "
-                         f"--forcerun {checkpoint} -- <your target>")
 
 
 def _check_bound(core_path: Path, provenance: dict[str, Any]) -> None:
@@ -164,7 +152,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
     check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
     provenance = _provenance(params, run, net)
-    _check_trained_by(checkpoint, meta, provenance)
+    check_trained_by(checkpoint, meta, provenance["training"]["fingerprint"])
     if part == "extra":
         _check_bound(core_path, provenance)
     evaluation, threat = run.evaluation, run.data

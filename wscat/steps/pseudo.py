@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from wscat.checkpoint import check_run
+from wscat.checkpoint import check_run, check_trained_by
 from wscat.config import RunConfig
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
@@ -15,7 +15,7 @@ from wscat.inference import load_model, predict
 from wscat.file_kinds import check_input_kind
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.provenance import versions
-from wscat.workflow import split_params
+from wscat.workflow import split_params, training_fingerprint
 
 
 
@@ -24,7 +24,8 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
         device: torch.device, model: str | None = None) -> dict[str, Any]:
     """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation).
     A checkpoint of another dataset, labeler or seed is refused (`wscat.checkpoint.check_run`), with
-    `model` one of another model too, and a split made with other split params than these."""
+    `model` one of another model or of another training than these params give, and a split
+    made with other split params than these."""
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint},
                   {"--out": out, "--metrics": metrics})
@@ -37,9 +38,11 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
     check_split_fits(split, len(source.labels), split_path)
     spec = None if model is None else RunConfig.from_params(
         params, dataset=dataset, model=model, method=labeler, seed=seed).model_spec
-    model, meta = load_model(checkpoint, device, model=model, spec=spec)
+    net, meta = load_model(checkpoint, device, model=model, spec=spec)
     check_run(checkpoint, meta, dataset=dataset, method=labeler, seed=seed)
-    predicted = predict(model, source.images[torch.as_tensor(split.unlabelled)], device)
+    if model is not None:  # the model known: the labeler's training must be the params' too
+        check_trained_by(checkpoint, meta, training_fingerprint(params, dataset, model, labeler))
+    predicted = predict(net, source.images[torch.as_tensor(split.unlabelled)], device)
     truth = source.labels[torch.as_tensor(split.unlabelled)]  # for the metric only
     per_class = {str(c): round(100.0 * float((predicted[truth == c] == c).float().mean()), 4)
                  for c in range(source.num_classes) if bool((truth == c).any())}

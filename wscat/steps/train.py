@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from wscat.checkpoint import check_run
 from wscat.config import RunConfig
 from wscat.data import ImageDataset, load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
@@ -43,7 +44,10 @@ def with_generated(data: TrainingData, run: RunConfig, source: ImageDataset,
             raise ValueError(f"{run.method_params['generated']} has no labels: set methods."
                              f"{run.method}.generated_labeler (e.g. mt) or add `labels` to the "
                              "file")
-        labeler = load_model(labeler_checkpoint, device, model=run.model, spec=run.model_spec)[0]
+        labeler, meta = load_model(labeler_checkpoint, device, model=run.model,
+                                   spec=run.model_spec)
+        check_run(labeler_checkpoint, meta, dataset=run.dataset,
+                  method=run.method_params.get("generated_labeler"), seed=run.seed)
         labels = predict(labeler, images, device)
     return add_generated(data, run, images, labels)
 

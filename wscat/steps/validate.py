@@ -11,17 +11,18 @@ from wscat.analysis import validation_accuracies
 from wscat.config import RunConfig, evaluation_for
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import load_split_of
-from wscat.checkpoint import check_run
+from wscat.checkpoint import check_run, check_trained_by
 from wscat.inference import load_model
 from wscat.io import check_writable, guard_outputs, write_json
-from wscat.workflow import split_params
+from wscat.workflow import split_params, training_fingerprint
 
 
 def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
         split_path: Path, checkpoint: Path, out: Path, device: torch.device) -> dict[str, Any]:
     """Fig-beta's tuning numbers on the validation set, with the model in eval mode; written to
     `out` (JSON). A checkpoint of another run (dataset, model, method, seed) is refused, as
-    `wscat evaluate` refuses it, and a split made with other split params than these."""
+    `wscat evaluate` refuses it, one of another training than these params give, and a split
+    made with other split params than these."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint}, {"--out": out})
@@ -29,6 +30,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
     check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
+    check_trained_by(checkpoint, meta, training_fingerprint(params, dataset, model, method))
     source = load_dataset(dataset, params["datasets"][dataset])
     x, y = source.take(torch.as_tensor(split.validation), device)
     evaluation = evaluation_for(params, dataset)
