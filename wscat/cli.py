@@ -453,7 +453,8 @@ OUTPUT_ARGS = ("out", "tex", "csv", "summary", "md", "paired_csv", "paired_tex")
 # Arguments that name files or folders a step reads (`--metrics`: an input but to pseudo-label).
 INPUT_ARGS = ("params", "split", "pseudo", "labeler_checkpoint", "checkpoint", "core", "metrics",
               "train_log", "table_csv", "results", "npz")
-# Files a step writes beside an output argument (`--out` without extension: the figures).
+
+
 def _curves_outputs(out: Path) -> list[Path]:
     """What `wscat curves --out OUT` writes (OUT.pdf, OUT.png; run.v2 keeps its name)."""
     from wscat.report.figures import curves_files  # matplotlib: only when curves run
@@ -461,6 +462,7 @@ def _curves_outputs(out: Path) -> list[Path]:
     return list(curves_files(out).values())
 
 
+# Files a step writes beside an output argument (`--out` without extension: the figures).
 DERIVED_OUTPUTS: dict[str, Callable[[Path], list[Path]]] = {
     "export": lambda out: [out, out.with_suffix(".pt")],
     "paper-figure": lambda out: [out.with_suffix(f".{ext}") for ext in ("pdf", "png", "csv")],

@@ -19,7 +19,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import math
 import os
 from fractions import Fraction
 from pathlib import Path
@@ -31,6 +30,7 @@ from wscat.checkpoint import load_checkpoint, save_tensors
 from wscat.errors import OutputError
 from wscat.file_kinds import KIND_NAMES, file_kind
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
+from wscat.metrics import is_percent
 from wscat.models import LogitsOnly
 from wscat.report.names import display_name
 
@@ -93,8 +93,7 @@ def _check_accuracy(metrics: Path, accuracy: Any) -> dict[str, float]:
             raise ValueError(f"{metrics} has no '{key}' accuracy (an extra part alone?); pass the "
                              "metrics of `wscat evaluate --part core` (or all)")
     for key, value in accuracy.items():
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not math.isfinite(value) or not 0 <= value <= 100:
+        if not is_percent(value):
             raise ValueError(f"{metrics}: accuracy '{key}' is {value!r}, not a finite percentage "
                              "in [0, 100]; rerun `wscat evaluate` to measure it again")
     return accuracy

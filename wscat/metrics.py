@@ -3,6 +3,8 @@ the report steps (`wscat table`, the paper's tables and figures, the curves) sta
 loading it."""
 from __future__ import annotations
 
+import math
+
 ATTACKS = ("Natural", "FGSM", "PGD", "CW", "AA")  # the paper's Mean is over these five
 
 
@@ -11,3 +13,9 @@ def harmonic_mean(values: list[float]) -> float:
     if any(v <= 0 for v in values):
         return 0.0
     return len(values) / sum(1.0 / v for v in values)
+
+
+def is_percent(value: object) -> bool:
+    """Whether `value` is an accuracy in percent: a finite real number in [0, 100] (not a bool)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and 0 <= value <= 100)

@@ -21,6 +21,7 @@ class Split:
     unlabelled: np.ndarray
     validation: np.ndarray
     test: np.ndarray
+    made_with: str | None = None  # the split params that made it (JSON), as the file records them
 
 
 def _per_class(labels: np.ndarray, pool: np.ndarray, per_class: int, rng: np.random.Generator,
@@ -143,7 +144,8 @@ def load_split(path: str | Path) -> Split:
         with np.load(path, allow_pickle=False) as data:
             split = Split(dataset=str(data["dataset"]), seed=int(data["seed"]),
                           labelled=data["labelled"], unlabelled=data["unlabelled"],
-                          validation=data["validation"], test=data["test"])
+                          validation=data["validation"], test=data["test"],
+                          made_with=str(data["made_with"]) if "made_with" in data.files else None)
     except NPZ_ERRORS as error:
         raise ValueError(f"{path} is not a wscat split file ({npz_problem(error)}); delete it "
                          "and rerun `wscat split`") from error
@@ -198,17 +200,17 @@ def load_split_of(path: str | Path, dataset: str, seed: int, made_with: str | No
 def _check_made_with(path: str | Path, split: Split, made_with: str) -> None:
     """Refuse a split whose recorded split params differ from `made_with`: it holds the parts
     of other params (another `labelled`...), which a run would use while claiming these."""
+    if split.made_with is None:
+        return
     try:
-        with np.load(path, allow_pickle=False) as data:
-            recorded = str(data["made_with"]) if "made_with" in data.files else None
-        old = None if recorded is None else json.loads(recorded)
-        if old is not None and not isinstance(old, dict):
-            raise ValueError("its `made_with` is not a record of split params")
-    except NPZ_ERRORS as error:  # json's errors are ValueErrors
-        raise ValueError(f"{path} is not a wscat split file ({npz_problem(error)}); delete it "
-                         "and rerun `wscat split`") from error
+        old = json.loads(split.made_with)
+    except ValueError:
+        old = None
+    if not isinstance(old, dict):
+        raise ValueError(f"{path} is not a wscat split file (its `made_with` is not a record of "
+                         "split params); delete it and rerun `wscat split`")
     new = json.loads(made_with)
-    if old is None or old == new:
+    if old == new:
         return
     changed = "; ".join(f"datasets.{split.dataset}.{key}: {old.get(key)} there, {new.get(key)} "
                         "in the params" for key in sorted(set(old) | set(new))

@@ -3,7 +3,6 @@ seeds -> .tex/.csv/.json."""
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from wscat.io import write_json, write_text
+from wscat.metrics import is_percent
 from wscat.report.cells import EXTRA_METRICS, METRICS, latex_escape, row_name, shown_cells
 
 BOLD = r"\bm"  # the paper's bold for the best adversarial-training result of a row
@@ -48,16 +48,10 @@ def _read_metrics(path: Path) -> dict:
         if absent:
             raise ValueError(f"{path}: 'accuracy' lacks metric(s) {', '.join(absent)}")
     for metric, value in accuracy.items():
-        if not _is_percent(value):
+        if not is_percent(value):
             raise ValueError(f"{path}: accuracy '{metric}' must be a finite number in [0, 100] "
                              f"(a percentage), got {value!r}; re-evaluate it (`wscat evaluate`)")
     return data
-
-
-def _is_percent(value: object) -> bool:
-    """Whether `value` is an accuracy in percent: a finite real number in [0, 100]."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and 0 <= value <= 100)
 
 
 def collect(metrics_files: list[Path]) -> pd.DataFrame:

@@ -12,12 +12,12 @@ from typing import Any
 
 import torch
 
+from wscat.checkpoint import check_run, check_trained_by
 from wscat.config import RunConfig
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import Split, check_split_fits, load_split_of
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
-from wscat.checkpoint import check_run, check_trained_by
 from wscat.inference import load_model
 from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock, write_json

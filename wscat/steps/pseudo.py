@@ -18,14 +18,13 @@ from wscat.provenance import versions
 from wscat.workflow import split_params, training_fingerprint
 
 
-
 def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
         checkpoint: Path, out: Path, metrics: Path, labeler: str,
         device: torch.device, model: str | None = None) -> dict[str, Any]:
     """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation).
-    A checkpoint of another dataset, labeler or seed is refused (`wscat.checkpoint.check_run`), with
-    `model` one of another model or of another training than these params give, and a split
-    made with other split params than these."""
+    A checkpoint of another dataset, labeler or seed is refused (`wscat.checkpoint.check_run`);
+    with `model`, one of another model or of another training than these params give; and a
+    split made with other split params than these."""
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint},
                   {"--out": out, "--metrics": metrics})

@@ -8,10 +8,10 @@ from typing import Any
 import torch
 
 from wscat.analysis import validation_accuracies
+from wscat.checkpoint import check_run, check_trained_by
 from wscat.config import RunConfig, evaluation_for
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import load_split_of
-from wscat.checkpoint import check_run, check_trained_by
 from wscat.inference import load_model
 from wscat.io import check_writable, guard_outputs, write_json
 from wscat.workflow import split_params, training_fingerprint
