@@ -122,13 +122,14 @@ def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> No
 
 
 def longer_labeler() -> dict:
-    """The real params with a Mean Teacher labeler that trains longer than the runs it labels
-    for (a choice on the validation split may make it so): the scheduling machinery's case. The
-    real proxy has none: both labelers train its 15 epochs, fixed a priori (issue 24); Mean
-    Teacher's own knob there is the release's plain cosine."""
+    """The real params, whose labelers train longer than the runs they label for (100 epochs
+    each, chosen on the validation split: benchmarks/results/labeler-choice-cifar10-proxy.md),
+    the scheduling machinery's case; Mean Teacher also keeps the release's plain cosine. Averaged
+    statistics are added to see `--epochs` keep a labeler's other knobs."""
     params = real_params()
-    assert params["training"][PROXY]["per_method"] == {"mt": {"warmup_fraction": 0.0}}
-    params["training"][PROXY]["per_method"]["mt"].update(epochs=60, ema_buffers="average")
+    assert params["training"][PROXY]["per_method"] == {
+        "mt": {"warmup_fraction": 0.0, "epochs": 100}, "standard": {"epochs": 100}}
+    params["training"][PROXY]["per_method"]["mt"].update(ema_buffers="average")
     return params
 
 
@@ -139,10 +140,11 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
     params = proxy_params(longer_labeler(), seed=2, npz=tmp_path / "p.npz", epochs=None)
     assert params["datasets"][PROXY]["source"] == "npz" and "root" not in params["datasets"][PROXY]
     assert params["training"][PROXY]["epochs"] == 15
-    assert training_for(params, PROXY, "mt")["epochs"] == 60
+    assert training_for(params, PROXY, "mt")["epochs"] == 100
+    assert training_for(params, PROXY, "standard")["epochs"] == 100
     quick = proxy_params(longer_labeler(), seed=2, npz=None, epochs=3)  # --epochs: every run
     assert {training_for(quick, PROXY, m)["epochs"] for m in ("mt", "wscat")} == {3}
-    # --epochs drops the per-method epochs and keeps the labeler's other knobs.
+    # --epochs drops the per-method epochs and keeps the labeler's other knobs (Standard has none).
     assert quick["training"][PROXY]["per_method"] == {"mt": {"ema_buffers": "average",
                                                              "warmup_fraction": 0.0}}
     assert params["experiments"][PROXY]["seeds"] == [2]
@@ -461,7 +463,7 @@ def test_the_labeler_probe_configures_each_run(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from mt_labeler import configure
 
-    base = proxy_params_of_real(tmp_path)
+    base = before_the_choice(proxy_params_of_real(tmp_path))
     params, method = configure(base, "mt:45:average")
     assert method == "mt"
     assert training_for(params, PROXY, "mt")["epochs"] == 45
@@ -494,6 +496,15 @@ def proxy_params_of_real(tmp_path: Path) -> dict:
     from cifar10_proxy import proxy_params
 
     return proxy_params(real_params(), seed=1, npz=tmp_path / "p.npz", epochs=None)
+
+
+def before_the_choice(params: dict) -> dict:
+    """`params` as they were before the labeler choice: both labelers on the tier's 15 epochs,
+    Mean Teacher's ramp-up 5 of them (its plain cosine stays: fixed a priori before the choice)."""
+    params = yaml.safe_load(yaml.safe_dump(params))
+    params["training"][PROXY]["per_method"] = {"mt": {"warmup_fraction": 0.0}}
+    params["methods"]["mt"]["per_dataset"][PROXY]["rampup_epochs"] = 5
+    return params
 
 
 def _as_seed(src: Path, root: Path, seed: int) -> Path:
@@ -762,7 +773,8 @@ def test_the_labeler_rule_picks_by_validation_and_says_what_params_yaml_needs(
     assert choose({"standard": [73.9, 70.0], "standard:100": [75.0, 68.9],  # tie: 143.9
                    "mt:15:copy": [40.0, 41.0], "mt:100:copy": [60.0, 21.5]}, epochs) == {
         "standard": "standard", "mt": "mt:100:copy"}
-    base = proxy_params_of_real(tmp_path)
+    real = proxy_params_of_real(tmp_path)
+    base = before_the_choice(real)
     assert overrides(base, "standard") == overrides(base, "mt:15:copy") == []
     assert overrides(base, "mt:100:copy") == [
         f"training.{PROXY}.per_method.mt.epochs: 100",
@@ -781,3 +793,8 @@ def test_the_labeler_rule_picks_by_validation_and_says_what_params_yaml_needs(
         assert ({**TRAINER_DEFAULTS, **training_for(params, PROXY, method)}
                 == {**TRAINER_DEFAULTS, **training_for(wanted, PROXY, method)}), run
         assert method_for(params, method, PROXY) == method_for(wanted, method, PROXY), run
+    # params.yaml holds what the rule chose on the H200 (labeler-choice-cifar10-proxy.md): both
+    # winners need nothing more there, and the 15-epoch runs would.
+    assert overrides(real, "standard:100") == overrides(real, "mt:100:copy") == []
+    assert overrides(real, "mt:15:copy") == [f"training.{PROXY}.per_method.mt.epochs: 15",
+                                             f"methods.mt.per_dataset.{PROXY}.rampup_epochs: 5"]
