@@ -95,14 +95,21 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
     return step, model, device
 
 
-def _forwards_per_step(model: torch.nn.Module, step: Callable[[], None], warmup: int) -> int:
-    """Run the `warmup` steps, counting the classifier's forward passes."""
+def _warm_up(model: torch.nn.Module, step: Callable[[], None], warmup: int,
+             device: torch.device) -> tuple[int, float]:
+    """Run the `warmup` steps: the classifier's forward passes a step, and the warm-up's seconds
+    (torch.compile's tracing and code generation and CUDA graphs' recording happen here, so a
+    compiled mode pays them once a training run: the cost a short run must earn back)."""
     forwards: list[int] = []
     hook = model.register_forward_hook(lambda *_: forwards.append(1))
+    _sync(device)
+    started = time.perf_counter()
     for _ in range(warmup):
         step()
+    _sync(device)
+    seconds = time.perf_counter() - started
     hook.remove()
-    return len(forwards) // max(warmup, 1)
+    return len(forwards) // max(warmup, 1), seconds
 
 
 def _seconds_per_step(step: Callable[[], None], iters: int, device: torch.device) -> float:
@@ -170,12 +177,12 @@ def _peak_flops_share(flops: int | None, step_seconds: float, device: torch.devi
 def measure(model_key: str, method_key: str, args: argparse.Namespace) -> dict[str, Any]:
     """Time `iters` training steps of one (model, method) after `warmup` steps."""
     step, model, device = _step(model_key, method_key, args)
-    per_step = _forwards_per_step(model, step, args.warmup)
+    per_step, warmup_seconds = _warm_up(model, step, args.warmup, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     step_seconds = _seconds_per_step(step, args.iters, device)
-    attack = _attack_seconds_per_step(step, args.iters, device)
-    flops = _flops_per_step(step)
+    attack = 0.0 if args.step_only else _attack_seconds_per_step(step, args.iters, device)
+    flops = None if args.step_only else _flops_per_step(step)
     peak = (torch.cuda.max_memory_allocated(device) if device.type == "cuda"
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     share = _peak_flops_share(flops, step_seconds, device, args.precision)
@@ -184,9 +191,11 @@ def measure(model_key: str, method_key: str, args: argparse.Namespace) -> dict[s
             "channels_last": args.channels_last, "compile": args.compile,
             "compile_mode": args.compile_mode if args.compile else None,
             "deterministic": args.deterministic, "forwards_per_step": per_step,
+            "warmup_steps": args.warmup, "warmup_seconds": warmup_seconds,
             "step_images_per_s": args.batch / step_seconds,
             "attack_images_per_s": args.batch / attack if attack > 0 else None,
-            "update_images_per_s": args.batch / max(step_seconds - attack, 1e-9),
+            "update_images_per_s": (None if args.step_only
+                                    else args.batch / max(step_seconds - attack, 1e-9)),
             "seconds_per_step": step_seconds, "peak_memory_mb": peak / 2**20,
             "flops_per_step": flops, "peak_flops_share": share}
 
@@ -194,14 +203,16 @@ def measure(model_key: str, method_key: str, args: argparse.Namespace) -> dict[s
 def markdown(rows: list[dict[str, Any]], title: str) -> str:
     lines = [f"**{title}**", "",
              "| model | method | batch | precision | step img/s | attack img/s | update img/s "
-             "| fwd/step | peak MiB | GPU FLOP/s share |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| fwd/step | peak MiB | GPU FLOP/s share | warm-up s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         share = f"{100 * r['peak_flops_share']:.1f}%" if r["peak_flops_share"] else "n/a"
         attack = f"{r['attack_images_per_s']:.1f}" if r["attack_images_per_s"] else "n/a"
+        update = f"{r['update_images_per_s']:.1f}" if r["update_images_per_s"] else "n/a"
         lines.append(f"| {r['model']} | {r['method']} | {r['batch']} | {r['precision']} | "
-                     f"{r['step_images_per_s']:.1f} | {attack} | {r['update_images_per_s']:.1f} | "
-                     f"{r['forwards_per_step']} | {r['peak_memory_mb']:.0f} | {share} |")
+                     f"{r['step_images_per_s']:.1f} | {attack} | {update} | "
+                     f"{r['forwards_per_step']} | {r['peak_memory_mb']:.0f} | {share} | "
+                     f"{r['warmup_seconds']:.1f} |")
     by_model: dict[str, dict[str, float]] = {}
     for r in rows:
         by_model.setdefault(r["model"], {})[r["method"]] = r["seconds_per_step"]
@@ -230,6 +241,9 @@ def main() -> int:
                         help="torch.compile's mode (reduce-overhead: CUDA graphs; warm up >= 3 "
                              "steps); implies --compile")
     parser.add_argument("--deterministic", action="store_true")
+    parser.add_argument("--step-only", action="store_true",
+                        help="time the whole step only: no attack/update split, no FLOP count "
+                             "(a quicker call; those columns read n/a)")
     parser.add_argument("--tag", default=None, help="results file name (default: from the device)")
     parser.add_argument("--one", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -252,7 +266,8 @@ def main() -> int:
             rows.append(row)
             print(f"{model:10s} {method:10s} {row['step_images_per_s']:8.1f} img/s "
                   f"(attack {row['attack_images_per_s'] or 0:.1f}, update "
-                  f"{row['update_images_per_s']:.1f}) fwd/step {row['forwards_per_step']}",
+                  f"{row['update_images_per_s'] or 0:.1f}) fwd/step {row['forwards_per_step']}, "
+                  f"warm-up {row['warmup_seconds']:.1f} s",
                   flush=True)
     compiled = "" if not args.compile else (
         ", compiled" if args.compile_mode == "default" else f", compiled ({args.compile_mode})")

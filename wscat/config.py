@@ -255,9 +255,12 @@ def _check_references(params: dict[str, Any], source: str = "params.yaml") -> No
                                   f"known methods: {', '.join(sorted(methods))}")
         for method in [None, *(training.get("per_method") or {})]:
             schedule = training_for(params, dataset, method)
+            where = f"training.{dataset}" + (f".per_method.{method}" if method else "")
+            if "compile_mode" in schedule and not schedule["compile"]:
+                raise ConfigError(f"{where}: compile_mode {schedule['compile_mode']} needs "
+                                  "compile: true; set compile: true or drop compile_mode")
             fixed = schedule.get("labelled_per_batch")
             if fixed is not None and fixed > schedule["batch_size"]:
-                where = f"training.{dataset}" + (f".per_method.{method}" if method else "")
                 raise ConfigError(f"{where}.labelled_per_batch = {fixed} exceeds batch_size = "
                                   f"{schedule['batch_size']}: a batch cannot hold more labelled "
                                   "images than images; lower it or raise batch_size")

@@ -144,3 +144,30 @@ def test_a_per_method_schedule_is_laid_over_the_datasets():
     params["training"]["digits"]["per_method"] = {"mt": {"epochs": 0}}
     with pytest.raises(ConfigError):
         validate_params(params)
+
+
+def test_the_trainer_compiles_in_the_mode_params_give(tmp_path, setting, monkeypatch):
+    """`compile_mode` (per dataset, or per method) reaches torch.compile; without compile: true
+    it is refused, and a schedule that gives none compiles in torch's default mode."""
+    from wscat.config import ConfigError, validate_params
+
+    params, source, split = setting
+    params = tiny_params(epochs=1)
+    params["training"]["digits"].update(compile=True)
+    params["training"]["digits"]["per_method"] = {"standard": {"compile_mode": "reduce-overhead"}}
+    params = validate_params(params)
+    seen = []
+
+    def spy(model, *, channels_last, compile, mode="default"):
+        seen.append((compile, mode))
+        return model  # the eager module: this test is about what is asked, not torch.compile
+
+    monkeypatch.setattr(trainer_module, "prepare_model", spy)
+    data = training_data(source, split, "labelled", None)
+    train(_run(params, "standard"), data, tmp_path / "standard")
+    train(_run(params, "trades"), data, tmp_path / "trades")
+    assert seen == [(True, "reduce-overhead"), (True, "default")]
+    params["training"]["digits"]["compile"] = False
+    with pytest.raises(ConfigError, match="per_method.standard: compile_mode reduce-overhead "
+                                          "needs compile: true"):
+        validate_params(params)

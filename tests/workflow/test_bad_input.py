@@ -233,6 +233,10 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
     ("val-fraction-0", bad.setting("datasets.digits.val_fraction", 0), SPLIT, "0 validation images"),
     ("labelled-per-batch-above-batch", bad.setting("training.digits.labelled_per_batch", 4096), SPLIT,
      "exceeds batch_size"),
+    ("compile-mode-without-compile", bad.setting("training.digits.compile_mode", "reduce-overhead"),
+     SPLIT, "compile_mode reduce-overhead needs compile: true"),
+    ("compile-mode-unknown", bad.setting("training.digits.compile_mode", "fast"), SPLIT,
+     "compile_mode"),
     # degenerate data, refused when read
     ("npz-dataset-one-class", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
         "toy.npz", x_train=bad.images(), y_train=Y * 0, x_test=bad.images(seed=1), y_test=Y * 0)),

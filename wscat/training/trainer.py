@@ -330,7 +330,8 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     curves = open_curves(out_dir / "dvclive", training.history)
     pool = _pool(data, cfg, device)
     step_model = prepare_model(training.model, channels_last=cfg["channels_last"],
-                               compile=cfg["compile"])
+                               compile=cfg["compile"],
+                               mode=cfg.get("compile_mode", "default"))
     bar = tqdm(range(training.epoch, cfg["epochs"]), desc=f"{run.method} seed {run.seed}",
                initial=training.epoch, total=cfg["epochs"], disable=not sys.stderr.isatty())
     for epoch in bar:

@@ -1,0 +1,110 @@
+"""Eager or CUDA-graphed training steps for the CIFAR-10 proxy: the rule written before the
+measurement (benchmarks/results/compile-choice-cifar10-proxy.md), applied to two
+`benchmarks/throughput.py` results of the same call, one eager and one with
+`--compile-mode reduce-overhead` (torch.compile with CUDA graphs).
+
+A speed switch only: it changes the kernels a step runs, never what the step computes (the
+tier's definition), and it reads no label at all, so it may be chosen on speed alone.
+
+    python3 benchmarks/compile_choice.py --eager proxy-eager.json --graphs proxy-graphs.json
+
+For each group of the proxy's methods, by the row that stands for it (the labelers, Mean
+Teacher and Standard: `mt`; the adversarial trainings, TRADES, RST, WSCAT and WSCAT-sup:
+`wscat`), the seconds one training run would take alone:
+
+    T = warm-up seconds (tracing, code generation, graph recording) + epochs x steps x s/step
+
+with the group's epochs from params.yaml. The group trains with CUDA graphs when T falls by at
+least `--margin` (10%: beyond a rerun's scatter) and when every row of the group measured with
+graphs ran (a step that graphs refuse keeps its group eager). Prints the choice and the
+params.yaml keys it needs; exit 0, or 2 on unreadable input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from wscat.config import load_params, training_for  # noqa: E402
+
+DATASET = "cifar10-proxy"
+# Each group's row, and the methods it decides for (the proxy experiment's six).
+GROUPS = {"mt": ["mt", "standard"], "wscat": ["wscat", "wscat-sup", "trades", "rst"]}
+STEPS_PER_EPOCH = 111  # 14,200 training images / batch 128 (params.yaml, training.cifar10-proxy)
+MODE = "reduce-overhead"
+
+
+def run_seconds(row: dict[str, Any], epochs: int, steps_per_epoch: int) -> float:
+    """T of the module docstring: one run alone, compile and recording included."""
+    return row["warmup_seconds"] + epochs * steps_per_epoch * row["seconds_per_step"]
+
+
+def choose(eager: dict[str, Any], graphs: dict[str, Any], epochs: dict[str, int], *,
+           steps_per_epoch: int = STEPS_PER_EPOCH, margin: float = 0.10
+           ) -> dict[str, tuple[bool, str]]:
+    """Per group row: (graphs chosen, why). `eager` and `graphs` are throughput.py's JSON."""
+    rows_e = {r["method"]: r for r in eager["rows"]}
+    rows_g = {r["method"]: r for r in graphs["rows"]}
+    failed = " ".join(graphs.get("failed", []))
+    chosen: dict[str, tuple[bool, str]] = {}
+    for key, members in GROUPS.items():
+        refused = [m for m in members if f" {m} failed" in f" {failed}"]
+        if key not in rows_e or key not in rows_g:
+            chosen[key] = (False, f"no {key} row in both results: eager")
+            continue
+        t_e = run_seconds(rows_e[key], epochs[key], steps_per_epoch)
+        t_g = run_seconds(rows_g[key], epochs[key], steps_per_epoch)
+        why = f"{key}: {t_e:.0f} s eager, {t_g:.0f} s with graphs ({100 * (t_g / t_e - 1):+.0f}%)"
+        if refused:
+            chosen[key] = (False, f"{why}; graphs failed for {', '.join(refused)}: eager")
+        elif t_g <= (1 - margin) * t_e:
+            chosen[key] = (True, f"{why}: graphs")
+        else:
+            chosen[key] = (False, f"{why}: under {100 * margin:.0f}% faster, eager")
+    return chosen
+
+
+def params_keys(chosen: dict[str, tuple[bool, str]]) -> list[str]:
+    """The params.yaml lines a choice needs (per method: compile and its mode)."""
+    return [f"training.{DATASET}.per_method.{method}: compile: true, compile_mode: {MODE}"
+            for key, (graphs, _) in chosen.items() if graphs for method in GROUPS[key]]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--eager", type=Path, required=True, help="throughput.py JSON, eager")
+    parser.add_argument("--graphs", type=Path, required=True,
+                        help="throughput.py JSON, --compile-mode reduce-overhead")
+    parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
+    parser.add_argument("--margin", type=float, default=0.10)
+    args = parser.parse_args()
+    try:
+        eager, graphs = (json.loads(p.read_text()) for p in (args.eager, args.graphs))
+        for name, result in (("--eager", eager), ("--graphs", graphs)):
+            if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
+                raise ValueError(f"{name}: not a throughput.py result (no rows)")
+        if any(r.get("compile") for r in eager["rows"]) or any(
+                r.get("compile_mode") != MODE for r in graphs["rows"]):
+            raise ValueError(f"--eager must be an eager run and --graphs one with --compile-mode "
+                             f"{MODE}")
+    except (OSError, ValueError) as error:
+        print(f"compile_choice.py: {error}; give the two JSON files throughput.py wrote",
+              file=sys.stderr)
+        return 2
+    params = load_params(args.params)
+    epochs = {key: training_for(params, DATASET, key)["epochs"] for key in GROUPS}
+    chosen = choose(eager, graphs, epochs, margin=args.margin)
+    for key, (_, why) in chosen.items():
+        print(f"{'+'.join(GROUPS[key])}: {why}")
+    keys = params_keys(chosen)
+    print("params.yaml needs: " + ("; ".join(keys) if keys else "nothing (all eager)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""benchmarks/compile_choice.py: the proxy's eager-or-graphs rule, applied as written."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import compile_choice  # noqa: E402
+
+EPOCHS = {"mt": 100, "wscat": 15}
+
+
+def _result(rows, *, mode=None, failed=()):
+    return {"rows": [{"method": m, "seconds_per_step": s, "warmup_seconds": w,
+                      "compile": mode is not None, "compile_mode": mode} for m, s, w in rows],
+            "failed": list(failed)}
+
+
+def test_a_group_trains_with_graphs_only_when_the_run_gets_10_percent_faster():
+    eager = _result([("mt", 0.016, 1.0), ("wscat", 0.060, 2.0)])
+    # mt: 178.6 s eager against 60 + 88.8 = 148.8 s (-17%); wscat: 101.9 s against 40 + 91.6
+    graphs = _result([("mt", 0.008, 60.0), ("wscat", 0.055, 40.0)], mode="reduce-overhead")
+    chosen = compile_choice.choose(eager, graphs, EPOCHS)
+    assert chosen["mt"][0] and not chosen["wscat"][0]
+    assert compile_choice.params_keys(chosen) == [
+        "training.cifar10-proxy.per_method.mt: compile: true, compile_mode: reduce-overhead",
+        "training.cifar10-proxy.per_method.standard: compile: true, compile_mode: reduce-overhead"]
+    # the warm-up counts: the same step time with a long compile is not a win
+    slow_start = _result([("mt", 0.008, 120.0)], mode="reduce-overhead")
+    assert not compile_choice.choose(eager, slow_start, EPOCHS)["mt"][0]
+
+
+def test_a_step_that_graphs_refuse_keeps_its_group_eager():
+    eager = _result([("mt", 0.016, 1.0), ("wscat", 0.060, 2.0)])
+    graphs = _result([("mt", 0.004, 5.0), ("wscat", 0.010, 5.0)], mode="reduce-overhead",
+                     failed=["wrn-16-4 trades failed: RuntimeError: overwritten"])
+    chosen = compile_choice.choose(eager, graphs, EPOCHS)
+    assert chosen["mt"][0] and not chosen["wscat"][0]
+    assert "graphs failed for trades" in chosen["wscat"][1]
+    missing = _result([("mt", 0.004, 5.0)], mode="reduce-overhead",
+                      failed=["wrn-16-4 wscat failed: RuntimeError"])
+    assert not compile_choice.choose(eager, missing, EPOCHS)["wscat"][0]
+
+
+def test_swapped_or_unreadable_files_are_refused_in_one_line(tmp_path):
+    eager = tmp_path / "eager.json"
+    graphs = tmp_path / "graphs.json"
+    eager.write_text(json.dumps(_result([("mt", 0.016, 1.0)])))
+    graphs.write_text(json.dumps(_result([("mt", 0.008, 9.0)], mode="reduce-overhead")))
+    script = str(Path(compile_choice.__file__))
+    ok = subprocess.run([sys.executable, script, "--eager", str(eager), "--graphs", str(graphs)],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and "mt+standard: mt:" in ok.stdout
+    for a, b in ((graphs, eager), (tmp_path / "missing.json", graphs)):
+        bad = subprocess.run([sys.executable, script, "--eager", str(a), "--graphs", str(b)],
+                             capture_output=True, text=True)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in bad.stderr
