@@ -143,3 +143,39 @@ def test_uint8_images_become_the_same_unit_floats() -> None:
     assert to_unit(raw, channels_last=True).is_contiguous(memory_format=torch.channels_last)
     floats = torch.rand(2, 3, 4, 4)
     assert to_unit(floats) is floats or torch.equal(to_unit(floats), floats)
+
+
+class _StaticOutputs(torch.nn.Module):
+    """The classifier as CUDA graphs (compile_mode reduce-overhead) return it: the outputs of a
+    call made without a pending backward live in memory that the next call overwrites (here,
+    buffers every call writes into; a call that needs grad returns its own outputs)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model, self.buffers_ = model, None
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        outputs = self.model(x)
+        if self.buffers_ is None:
+            self.buffers_ = tuple(torch.empty_like(t) for t in outputs)
+        for buffer, t in zip(self.buffers_, outputs):
+            buffer.copy_(t.detach())
+        return outputs if torch.is_grad_enabled() and x.requires_grad else self.buffers_
+
+
+def test_the_trades_attack_target_survives_the_forwards_after_it() -> None:
+    """TRADES (and RST) attack towards C(x) from a no-grad forward, then run the classifier again
+    at every attack step: under CUDA graphs C(x) must be a copy, or the target drifts."""
+    from wscat.methods.trades import trades_attack
+
+    torch.manual_seed(0)
+    model = build_model("wideresnet", depth=10, width=1, in_channels=3, num_classes=10,
+                        mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
+    x = torch.rand(8, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    found = []
+    for classifier in (model, _StaticOutputs(model)):
+        ctx = StepContext(eps=8 / 255, step_size=2 / 255, steps=3,
+                          generator=torch.Generator().manual_seed(0), ema_model=None,
+                          progress=0.0, augment=lambda t: t)
+        found.append(trades_attack(classifier, x, ctx))
+    assert torch.equal(found[0], found[1])

@@ -39,8 +39,8 @@ def trades_attack(model: nn.Module, x: torch.Tensor, ctx: StepContext, *,
         raise ValueError(f"attack batchnorm must be 'eval' or 'batch', got {batchnorm!r}")
     model.train(batchnorm == "batch")
     with frozen_batchnorm_stats(model) if batchnorm == "batch" else nullcontext():
-        with torch.no_grad():
-            target = model(x)[1]
+        with torch.no_grad():  # a copy: under CUDA graphs the next forward reuses its memory
+            target = model(x)[1].clone()
         x_adv = pgd(lambda x_: kl_divergence(target, model(x_)[1]), x, eps=ctx.eps,
                     step_size=ctx.step_size, steps=ctx.steps, random_start=random_start,
                     generator=ctx.generator)
