@@ -97,19 +97,21 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
 
 def _warm_up(model: torch.nn.Module, step: Callable[[], None], warmup: int,
              device: torch.device) -> tuple[int, float]:
-    """Run the `warmup` steps: the classifier's forward passes a step, and the warm-up's seconds
-    (torch.compile's tracing and code generation and CUDA graphs' recording happen here, so a
-    compiled mode pays them once a training run: the cost a short run must earn back)."""
+    """The classifier's forward passes a step (one step run eagerly, a hook counting), then the
+    `warmup` steps and their seconds: torch.compile's tracing and code generation and CUDA
+    graphs' recording happen there, the cost a short training run must earn back. The hook is
+    gone before anything compiles, so the timed steps never recompile for its removal."""
     forwards: list[int] = []
     hook = model.register_forward_hook(lambda *_: forwards.append(1))
+    with torch.compiler.set_stance("force_eager"):
+        step()
+    hook.remove()
     _sync(device)
     started = time.perf_counter()
     for _ in range(warmup):
         step()
     _sync(device)
-    seconds = time.perf_counter() - started
-    hook.remove()
-    return len(forwards) // max(warmup, 1), seconds
+    return len(forwards), time.perf_counter() - started
 
 
 def _seconds_per_step(step: Callable[[], None], iters: int, device: torch.device) -> float:

@@ -1,0 +1,36 @@
+"""benchmarks/throughput.py's warm-up: forward passes counted on an eager step, and no hook left
+behind for the compiled steps it times (removing one would recompile inside the timing)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import throughput  # noqa: E402
+
+
+def test_the_warm_up_counts_forwards_eagerly_and_leaves_nothing_to_recompile() -> None:
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = torch.nn.Linear(4, 2)
+    compiled = torch.compile(model)
+    x = torch.rand(3, 4)
+    steps: list[int] = []
+
+    def step() -> None:
+        steps.append(1)
+        compiled(x).sum().backward()
+        compiled(x + 1).sum().backward()
+
+    per_step, seconds = throughput._warm_up(model, step, 2, torch.device("cpu"))
+    assert per_step == 2 and seconds >= 0.0 and len(steps) == 3  # one eager step, two warm-up
+    assert not model._forward_hooks
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs >= 1
+    step()  # a timed step: what the warm-up compiled still holds
+    assert counters["stats"]["unique_graphs"] == graphs
