@@ -364,7 +364,7 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
                f"(subset {params['datasets'][dataset].get('subset')})\n"
                f"- model {experiment['model']}, {training['epochs']} epochs{_longer(params)}, "
                f"{training['precision']}, channels_last {training['channels_last']}, "
-               f"deterministic {training['deterministic']}\n"
+               f"deterministic {training['deterministic']}, {_compiled(params)}\n"
                + (f"- schedule: {schedule}\n" if schedule else "")
                + (watch.line() if watch else "")
                + f"- wall time {elapsed:.0f} s\n\n## Steps\n\n")
@@ -407,6 +407,19 @@ def _longer(params: dict[str, Any]) -> str:
     own = {m: e for m in experiment["methods"]
            if (e := training_for(params, dataset, m)["epochs"]) != epochs}
     return f" ({', '.join(f'{m}: {e}' for m, e in own.items())})" if own else ""
+
+
+def _compiled(params: dict[str, Any]) -> str:
+    """'eager', or which methods torch.compile and in what mode ('compiled: mt, standard
+    (reduce-overhead)'), per training.<dataset> and its per_method."""
+    experiment = params["experiments"][EXPERIMENT]
+    modes: dict[str, list[str]] = {}
+    for method in experiment["methods"]:
+        schedule = training_for(params, experiment["dataset"], method)
+        if schedule["compile"]:
+            modes.setdefault(schedule.get("compile_mode", "default"), []).append(method)
+    return "compiled: " + "; ".join(f"{', '.join(ms)} ({mode})" for mode, ms in modes.items()) \
+        if modes else "eager"
 
 
 def _epochs(train_log: Path) -> str:

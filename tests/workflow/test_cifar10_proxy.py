@@ -798,3 +798,18 @@ def test_the_labeler_rule_picks_by_validation_and_says_what_params_yaml_needs(
     assert overrides(real, "standard:100") == overrides(real, "mt:100:copy") == []
     assert overrides(real, "mt:15:copy") == [f"training.{PROXY}.per_method.mt.epochs: 15",
                                              f"methods.mt.per_dataset.{PROXY}.rampup_epochs: 5"]
+
+
+def test_the_summary_says_which_steps_compile() -> None:
+    """summary.md's model line names the compiled methods and their mode (a speed switch that may
+    differ per method: benchmarks/results/compile-choice-cifar10-proxy.md)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import _compiled
+
+    params = real_params()
+    assert _compiled(params) == "eager"
+    for method in ("mt", "standard"):
+        params["training"][PROXY]["per_method"][method].update(compile=True,
+                                                               compile_mode="reduce-overhead")
+    params["training"][PROXY]["per_method"]["wscat"] = {"compile": True}
+    assert _compiled(params) == "compiled: standard, mt (reduce-overhead); wscat (default)"
