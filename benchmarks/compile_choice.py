@@ -17,12 +17,15 @@ Teacher and Standard: `mt`; the adversarial trainings, TRADES, RST, WSCAT and WS
 with the group's epochs from params.yaml. The group trains with CUDA graphs when T falls by at
 least `--margin` (10%: beyond a rerun's scatter) and when every row of the group measured with
 graphs ran (a step that graphs refuse keeps its group eager). Prints the choice and the
-params.yaml keys it needs; exit 0, or 2 on unreadable input.
+params.yaml keys it needs; `--apply` also writes them into the params file (its comments kept;
+the result validated before it replaces the file). Exit 0, or 2 on unreadable input.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from wscat.config import load_params, training_for  # noqa: E402
+from wscat.config import ConfigError, load_params, training_for  # noqa: E402
 
 DATASET = "cifar10-proxy"
 # Each group's row, and the methods it decides for (the proxy experiment's six).
@@ -75,6 +78,65 @@ def params_keys(chosen: dict[str, tuple[bool, str]]) -> list[str]:
             for key, (graphs, _) in chosen.items() if graphs for method in GROUPS[key]]
 
 
+_ENTRY = re.compile(r"^      (?P<method>[\w-]+): \{(?P<knobs>.*)\}(?P<rest>\s*(#.*)?)$")
+
+
+def with_graphs(text: str, methods: list[str]) -> str:
+    """params.yaml's text with `compile: true, compile_mode: reduce-overhead` in the flow
+    mapping of each method under training.<DATASET>.per_method (a new entry where there is
+    none); every other line as it was. ValueError where the file is not laid out so."""
+    lines = text.splitlines(keepends=True)
+
+    def find(pattern: str, start: int, stop: int) -> int:
+        for i in range(start, stop):
+            if re.match(pattern, lines[i]):
+                return i
+        raise ValueError(f"no line matching {pattern!r} where training.{DATASET}.per_method "
+                         "should be; add the keys by hand")
+
+    top = find(r"^training:\s*(#.*)?$", 0, len(lines))
+    end = next((i for i in range(top + 1, len(lines)) if re.match(r"^\S", lines[i])), len(lines))
+    block = find(rf"^  {re.escape(DATASET)}:\s*(#.*)?$", top + 1, end)
+    end = next((i for i in range(block + 1, end) if re.match(r"^ {0,2}\S", lines[i])), end)
+    per_method = find(r"^    per_method:\s*(#.*)?$", block + 1, end)
+    last = per_method
+    for i in range(per_method + 1, end):
+        if not lines[i].startswith("      "):
+            break
+        last = i
+        entry = _ENTRY.match(lines[i].rstrip("\n"))
+        if entry is None:
+            raise ValueError(f"line {i + 1}: per_method entries must be one-line mappings here; "
+                             "add the keys by hand")
+        if entry["method"] in methods:
+            knobs = [k.strip() for k in entry["knobs"].split(",") if k.strip()
+                     and not k.strip().startswith(("compile:", "compile_mode:"))]
+            knobs += ["compile: true", f"compile_mode: {MODE}"]
+            lines[i] = f"      {entry['method']}: {{{', '.join(knobs)}}}{entry['rest']}\n"
+    present = {m["method"] for line in lines[per_method + 1:last + 1]
+               if (m := _ENTRY.match(line.rstrip("\n")))}
+    new = [f"      {m}: {{compile: true, compile_mode: {MODE}}}\n" for m in methods
+           if m not in present]
+    return "".join(lines[:last + 1] + new + lines[last + 1:])
+
+
+def apply(path: Path, methods: list[str]) -> None:
+    """Write the keys for `methods` into the params file at `path`, validated first: the new
+    text goes to a file beside it, loads as params, and gives every method graphs; only then it
+    replaces `path`."""
+    tmp = path.with_name(f".{path.name}.compile-choice")
+    try:
+        tmp.write_text(with_graphs(path.read_text(), methods))
+        params = load_params(tmp)
+        for method in methods:
+            schedule = training_for(params, DATASET, method)
+            if not schedule["compile"] or schedule.get("compile_mode") != MODE:
+                raise ValueError(f"{method} would not compile in mode {MODE}")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--eager", type=Path, required=True, help="throughput.py JSON, eager")
@@ -82,6 +144,8 @@ def main() -> int:
                         help="throughput.py JSON, --compile-mode reduce-overhead")
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--margin", type=float, default=0.10)
+    parser.add_argument("--apply", action="store_true",
+                        help="also write the chosen keys into --params")
     args = parser.parse_args()
     try:
         eager, graphs = (json.loads(p.read_text()) for p in (args.eager, args.graphs))
@@ -96,13 +160,25 @@ def main() -> int:
         print(f"compile_choice.py: {error}; give the two JSON files throughput.py wrote",
               file=sys.stderr)
         return 2
-    params = load_params(args.params)
+    try:
+        params = load_params(args.params)
+    except (OSError, ConfigError) as error:
+        print(f"compile_choice.py: {error}", file=sys.stderr)
+        return 2
     epochs = {key: training_for(params, DATASET, key)["epochs"] for key in GROUPS}
     chosen = choose(eager, graphs, epochs, margin=args.margin)
     for key, (_, why) in chosen.items():
         print(f"{'+'.join(GROUPS[key])}: {why}")
     keys = params_keys(chosen)
     print("params.yaml needs: " + ("; ".join(keys) if keys else "nothing (all eager)"))
+    methods = [m for key, (graphs, _) in chosen.items() if graphs for m in GROUPS[key]]
+    if args.apply and methods:
+        try:
+            apply(args.params, methods)
+        except (OSError, ValueError, ConfigError) as error:
+            print(f"compile_choice.py: {args.params} left as it was: {error}", file=sys.stderr)
+            return 2
+        print(f"wrote those keys into {args.params}")
     return 0
 
 

@@ -246,6 +246,9 @@ def main() -> int:
     parser.add_argument("--step-only", action="store_true",
                         help="time the whole step only: no attack/update split, no FLOP count "
                              "(a quicker call; those columns read n/a)")
+    parser.add_argument("--row-timeout", type=float, default=None,
+                        help="seconds one (model, method) row may take, warm-up and compilation "
+                             "included; a row past it is listed as failed and the rest go on")
     parser.add_argument("--tag", default=None, help="results file name (default: from the device)")
     parser.add_argument("--one", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -257,8 +260,14 @@ def main() -> int:
     passthrough = [a for a in sys.argv[1:]]
     for model in args.models:
         for method in args.methods:
-            result = subprocess.run([sys.executable, __file__, *passthrough, "--one", model, method],
-                                    capture_output=True, text=True)
+            try:
+                result = subprocess.run([sys.executable, __file__, *passthrough, "--one", model,
+                                         method], capture_output=True, text=True,
+                                        timeout=args.row_timeout)
+            except subprocess.TimeoutExpired:
+                failed.append(f"{model} {method} failed: timed out after {args.row_timeout:g} s")
+                print(f"throughput: {failed[-1]}", file=sys.stderr, flush=True)
+                continue
             if result.returncode != 0:  # say it, go on: one failing mode must not hide the rest
                 failed.append(f"{model} {method} failed: "
                               f"{(result.stderr.strip().splitlines() or ['?'])[-1]}")

@@ -59,3 +59,42 @@ def test_swapped_or_unreadable_files_are_refused_in_one_line(tmp_path):
                              capture_output=True, text=True)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
         assert "Traceback" not in bad.stderr
+
+
+def test_apply_writes_the_chosen_keys_and_nothing_else(tmp_path):
+    from wscat.config import load_params, training_for
+
+    params = tmp_path / "params.yaml"
+    original = (ROOT / "params.yaml").read_text()
+    params.write_text(original)
+    eager = tmp_path / "eager.json"
+    graphs = tmp_path / "graphs.json"
+    eager.write_text(json.dumps(_result([("mt", 0.016, 1.0), ("wscat", 0.060, 2.0)])))
+    graphs.write_text(json.dumps(_result([("mt", 0.008, 30.0), ("wscat", 0.059, 30.0)],
+                                         mode="reduce-overhead")))
+    script = str(Path(compile_choice.__file__))
+    run = subprocess.run([sys.executable, script, "--eager", str(eager), "--graphs", str(graphs),
+                          "--params", str(params), "--apply"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    loaded = load_params(params)
+    for method in ("mt", "standard"):
+        schedule = training_for(loaded, "cifar10-proxy", method)
+        assert schedule["compile"] and schedule["compile_mode"] == "reduce-overhead"
+        assert schedule["epochs"] == 100  # the knobs already there stay
+    assert not training_for(loaded, "cifar10-proxy", "wscat")["compile"]
+    changed = [(a, b) for a, b in zip(original.splitlines(), params.read_text().splitlines())
+               if a != b]
+    assert len(changed) == 2 and len(original.splitlines()) == len(params.read_text().splitlines())
+    # a method without an entry gets one; a file not laid out so is left as it was
+    text = compile_choice.with_graphs(original, ["wscat"])
+    assert "      wscat: {compile: true, compile_mode: reduce-overhead}\n" in text
+    block = ("    per_method:\n      mt: {warmup_fraction: 0.0, epochs: 100}\n"
+             "      standard: {epochs: 100}\n")
+    assert original.count(block) == 1
+    flat = original.replace(block, "")  # the proxy without per-method knobs: valid, not ours
+    params.write_text(flat)
+    graphs.write_text(json.dumps(_result([("mt", 0.004, 1.0)], mode="reduce-overhead")))
+    run = subprocess.run([sys.executable, script, "--eager", str(eager), "--graphs", str(graphs),
+                          "--params", str(params), "--apply"], capture_output=True, text=True)
+    assert run.returncode == 2 and "left as it was" in run.stderr
+    assert params.read_text() == flat and list(tmp_path.glob(".params.yaml*")) == []

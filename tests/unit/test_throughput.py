@@ -34,3 +34,18 @@ def test_the_warm_up_counts_forwards_eagerly_and_leaves_nothing_to_recompile() -
     assert graphs >= 1
     step()  # a timed step: what the warm-up compiled still holds
     assert counters["stats"]["unique_graphs"] == graphs
+
+
+def test_a_row_past_its_timeout_is_listed_as_failed_and_the_result_still_written(tmp_path) -> None:
+    import json
+    import subprocess
+
+    tag = tmp_path / "rows"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks/throughput.py"), "--models",
+                             "wrn-16-4", "--methods", "mt", "standard", "--row-timeout", "0.01",
+                             "--tag", str(tag)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    written = json.loads(tag.with_suffix(".json").read_text())
+    assert written["rows"] == [] and written["failed"] == [
+        "wrn-16-4 mt failed: timed out after 0.01 s",
+        "wrn-16-4 standard failed: timed out after 0.01 s"]
