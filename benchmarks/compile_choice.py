@@ -62,7 +62,7 @@ def choose(eager: dict[str, Any], graphs: dict[str, Any], epochs: dict[str, int]
             continue
         t_e = run_seconds(rows_e[key], epochs[key], steps_per_epoch)
         t_g = run_seconds(rows_g[key], epochs[key], steps_per_epoch)
-        why = f"{key}: {t_e:.0f} s eager, {t_g:.0f} s with graphs ({100 * (t_g / t_e - 1):+.0f}%)"
+        why = f"{key}: {t_e:.0f} s eager, {t_g:.0f} s with graphs ({100 * (t_g / t_e - 1):+.1f}%)"
         if refused:
             chosen[key] = (False, f"{why}; graphs failed for {', '.join(refused)}: eager")
         elif t_g <= (1 - margin) * t_e:
