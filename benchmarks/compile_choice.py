@@ -40,6 +40,9 @@ DATASET = "cifar10-proxy"
 GROUPS = {"mt": ["mt", "standard"], "wscat": ["wscat", "wscat-sup", "trades", "rst"]}
 STEPS_PER_EPOCH = 111  # 14,200 training images / batch 128 (params.yaml, training.cifar10-proxy)
 MODE = "reduce-overhead"
+ROW_KEYS = {"method", "seconds_per_step", "warmup_seconds", "compile", "compile_mode", "model",
+            "batch", "precision", "channels_last", "deterministic"}
+SAME = ("model", "batch", "precision", "channels_last", "deterministic")  # eager as graphs
 
 
 def run_seconds(row: dict[str, Any], epochs: int, steps_per_epoch: int) -> float:
@@ -78,7 +81,7 @@ def params_keys(chosen: dict[str, tuple[bool, str]]) -> list[str]:
             for key, (graphs, _) in chosen.items() if graphs for method in GROUPS[key]]
 
 
-_ENTRY = re.compile(r"^      (?P<method>[\w-]+): \{(?P<knobs>.*)\}(?P<rest>\s*(#.*)?)$")
+_ENTRY = re.compile(r"^      (?P<method>[\w-]+): \{(?P<knobs>[^{}]*)\}(?P<rest>\s*(#.*)?)$")
 
 
 def with_graphs(text: str, methods: list[str]) -> str:
@@ -150,8 +153,14 @@ def main() -> int:
     try:
         eager, graphs = (json.loads(p.read_text()) for p in (args.eager, args.graphs))
         for name, result in (("--eager", eager), ("--graphs", graphs)):
-            if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
-                raise ValueError(f"{name}: not a throughput.py result (no rows)")
+            if not isinstance(result, dict) or not isinstance(result.get("rows"), list) or any(
+                    not isinstance(r, dict) or not ROW_KEYS <= r.keys() for r in result["rows"]):
+                raise ValueError(f"{name}: not a throughput.py result with warm-up seconds "
+                                 f"(each row needs {', '.join(sorted(ROW_KEYS))})")
+        settings = {tuple(r[k] for k in SAME) for r in eager["rows"] + graphs["rows"]}
+        if len(settings) > 1:
+            raise ValueError(f"the rows were measured with other settings ({', '.join(SAME)}: "
+                             f"{sorted(settings)}); measure both in one call, as the page says")
         if any(r.get("compile") for r in eager["rows"]) or any(
                 r.get("compile_mode") != MODE for r in graphs["rows"]):
             raise ValueError(f"--eager must be an eager run and --graphs one with --compile-mode "

@@ -58,7 +58,7 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
     from wscat.models import build_model
     from wscat.training.ema import make_ema
     from wscat.optim import SGD  # the trainer's optimizer
-    from wscat.training.speed import configure_backend, prepare_model
+    from wscat.training.speed import configure_backend, prepare_model, uses_cuda_graphs
     from wscat.training.trainer import train_step
 
     torch.set_num_threads(args.threads)
@@ -90,7 +90,8 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
 
     def step() -> None:
         train_step(method, step_model, model, optimizer, ema, batch, ctx,
-                   precision=args.precision, ema_decay=0.995)
+                   precision=args.precision, ema_decay=0.995,
+                   cuda_graphs=uses_cuda_graphs(args.compile, args.compile_mode))
 
     return step, model, device
 

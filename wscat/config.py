@@ -249,6 +249,7 @@ def _check_references(params: dict[str, Any], source: str = "params.yaml") -> No
         if dataset not in params["datasets"]:
             raise ConfigError(f"evaluation.per_dataset: unknown dataset '{dataset}'")
     for dataset, training in params["training"].items():
+        _check_compile_mode(dataset, training)
         for method in training.get("per_method") or {}:
             if method not in methods:
                 raise ConfigError(f"training.{dataset}.per_method: unknown method '{method}'; "
@@ -256,9 +257,6 @@ def _check_references(params: dict[str, Any], source: str = "params.yaml") -> No
         for method in [None, *(training.get("per_method") or {})]:
             schedule = training_for(params, dataset, method)
             where = f"training.{dataset}" + (f".per_method.{method}" if method else "")
-            if "compile_mode" in schedule and not schedule["compile"]:
-                raise ConfigError(f"{where}: compile_mode {schedule['compile_mode']} needs "
-                                  "compile: true; set compile: true or drop compile_mode")
             fixed = schedule.get("labelled_per_batch")
             if fixed is not None and fixed > schedule["batch_size"]:
                 raise ConfigError(f"{where}.labelled_per_batch = {fixed} exceeds batch_size = "
@@ -267,6 +265,22 @@ def _check_references(params: dict[str, Any], source: str = "params.yaml") -> No
     for name, dataset in params["datasets"].items():
         if dataset["eps"] > 0 and (dataset["train_step_size"] <= 0 or dataset["eval_step_size"] <= 0):
             raise ConfigError(f"datasets.{name}: step sizes must be positive when eps > 0")
+
+
+def _check_compile_mode(dataset: str, training: dict[str, Any]) -> None:
+    """A `compile_mode` where nothing compiles is a mistake: refused where it is written (the
+    dataset's own, when neither it nor any per-method entry sets compile: true; a per-method
+    one, when that method does not compile)."""
+    per_method = training.get("per_method") or {}
+    where = {f"training.{dataset}": (training, training["compile"] or any(
+        knobs.get("compile") for knobs in per_method.values()))}
+    where.update({f"training.{dataset}.per_method.{m}": (knobs, knobs.get("compile",
+                                                                         training["compile"]))
+                  for m, knobs in per_method.items()})
+    for name, (knobs, compiles) in where.items():
+        if "compile_mode" in knobs and not compiles:
+            raise ConfigError(f"{name}: compile_mode {knobs['compile_mode']} needs compile: "
+                              "true; set compile: true or drop compile_mode")
 
 
 def yaml_error_line(error: yaml.YAMLError) -> str:

@@ -13,9 +13,11 @@ import compile_choice  # noqa: E402
 EPOCHS = {"mt": 100, "wscat": 15}
 
 
-def _result(rows, *, mode=None, failed=()):
+def _result(rows, *, mode=None, failed=(), batch=128):
     return {"rows": [{"method": m, "seconds_per_step": s, "warmup_seconds": w,
-                      "compile": mode is not None, "compile_mode": mode} for m, s, w in rows],
+                      "compile": mode is not None, "compile_mode": mode, "model": "wrn-16-4",
+                      "batch": batch, "precision": "bf16", "channels_last": True,
+                      "deterministic": True} for m, s, w in rows],
             "failed": list(failed)}
 
 
@@ -54,7 +56,13 @@ def test_swapped_or_unreadable_files_are_refused_in_one_line(tmp_path):
     ok = subprocess.run([sys.executable, script, "--eager", str(eager), "--graphs", str(graphs)],
                         capture_output=True, text=True)
     assert ok.returncode == 0 and "mt+standard: mt:" in ok.stdout
-    for a, b in ((graphs, eager), (tmp_path / "missing.json", graphs)):
+    other_batch = tmp_path / "batch64.json"
+    other_batch.write_text(json.dumps(_result([("mt", 0.008, 9.0)], mode="reduce-overhead",
+                                              batch=64)))
+    old_rows = tmp_path / "old.json"  # written before throughput.py timed its warm-up
+    old_rows.write_text(json.dumps({"rows": [{"method": "mt", "seconds_per_step": 0.01}]}))
+    for a, b in ((graphs, eager), (tmp_path / "missing.json", graphs), (eager, other_batch),
+                 (old_rows, graphs)):
         bad = subprocess.run([sys.executable, script, "--eager", str(a), "--graphs", str(b)],
                              capture_output=True, text=True)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
@@ -88,6 +96,11 @@ def test_apply_writes_the_chosen_keys_and_nothing_else(tmp_path):
     # a method without an entry gets one; a file not laid out so is left as it was
     text = compile_choice.with_graphs(original, ["wscat"])
     assert "      wscat: {compile: true, compile_mode: reduce-overhead}\n" in text
+    # a comment with braces after an entry stays a comment
+    commented = original.replace("      standard: {epochs: 100}\n",
+                                 "      standard: {epochs: 100}  # {was 15}\n")
+    assert ("      standard: {epochs: 100, compile: true, compile_mode: reduce-overhead}  # {was 15}"
+            in compile_choice.with_graphs(commented, ["standard"]))
     block = ("    per_method:\n      mt: {warmup_fraction: 0.0, epochs: 100}\n"
              "      standard: {epochs: 100}\n")
     assert original.count(block) == 1

@@ -146,9 +146,11 @@ def test_uint8_images_become_the_same_unit_floats() -> None:
 
 
 class _StaticOutputs(torch.nn.Module):
-    """The classifier as CUDA graphs (compile_mode reduce-overhead) return it: the outputs of a
-    call made without a pending backward live in memory that the next call overwrites (here,
-    buffers every call writes into; a call that needs grad returns its own outputs)."""
+    """The classifier as CUDA graphs (compile_mode reduce-overhead) may return it when a call
+    starts a new graph generation: its no-grad outputs live in memory that the next call
+    overwrites (here, buffers every call writes into; a call that needs grad returns its own
+    outputs, which this emulation does not cover: `begin_graph_step` keeps a whole training step
+    in one generation for those)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
@@ -179,3 +181,27 @@ def test_the_trades_attack_target_survives_the_forwards_after_it() -> None:
                           progress=0.0, augment=lambda t: t)
         found.append(trades_attack(classifier, x, ctx))
     assert torch.equal(found[0], found[1])
+
+
+def test_a_cuda_graph_step_is_marked_once_and_an_eager_one_never(monkeypatch) -> None:
+    from wscat.training.speed import begin_graph_step, uses_cuda_graphs
+
+    begin_graph_step()  # torch's own marker runs on a CPU too (it counts, records nothing)
+    marks: list[int] = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    torch.manual_seed(0)
+    model = build_model("wideresnet", depth=10, width=1, in_channels=3, num_classes=10,
+                        mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
+    method = build_method(TRADES, feature_dim=model.feature_dim, num_classes=10,
+                          image_shape=(3, 16, 16))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    ema = make_ema(model)
+    x, labels = torch.rand(4, 3, 16, 16), torch.randint(0, 10, (4,))
+    ctx = StepContext(eps=8 / 255, step_size=2 / 255, steps=1, generator=torch.Generator(),
+                      ema_model=ema, progress=0.0, augment=lambda t: t)
+    for graphs in (True, True, False):
+        train_step(method, model, model, optimizer, ema, Batch(x, x, labels), ctx,
+                   precision="fp32", ema_decay=0.5, cuda_graphs=graphs)
+    assert len(marks) == 2
+    assert uses_cuda_graphs(True, "reduce-overhead") and not uses_cuda_graphs(True, "default")
+    assert not uses_cuda_graphs(False, "reduce-overhead")

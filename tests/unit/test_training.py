@@ -163,11 +163,27 @@ def test_the_trainer_compiles_in_the_mode_params_give(tmp_path, setting, monkeyp
         return model  # the eager module: this test is about what is asked, not torch.compile
 
     monkeypatch.setattr(trainer_module, "prepare_model", spy)
+    marks = []  # CUDA graphs: every step marked as one (wscat.training.speed.begin_graph_step)
+    monkeypatch.setattr(trainer_module, "begin_graph_step", lambda: marks.append(1))
     data = training_data(source, split, "labelled", None)
     train(_run(params, "standard"), data, tmp_path / "standard")
+    steps = len(marks)
+    assert steps == trainer_module.iterations_per_epoch(
+        data.n_train, params["training"]["digits"]["batch_size"]) > 0
     train(_run(params, "trades"), data, tmp_path / "trades")
-    assert seen == [(True, "reduce-overhead"), (True, "default")]
-    params["training"]["digits"]["compile"] = False
+    assert seen == [(True, "reduce-overhead"), (True, "default")] and len(marks) == steps
+    # Graphs for every method but one: the dataset's mode, one method with compile: false.
+    params["training"]["digits"].update(compile_mode="reduce-overhead")
+    params["training"]["digits"]["per_method"] = {"mt": {"compile": False}}
+    validate_params(params)
+    params["training"]["digits"]["compile"] = False  # now nothing compiles: the mode is refused
+    with pytest.raises(ConfigError, match=r"training\.digits: compile_mode reduce-overhead "
+                                          "needs compile: true"):
+        validate_params(params)
+    params["training"]["digits"].pop("compile_mode")
+    params["training"]["digits"]["per_method"] = {"standard": {"compile_mode": "reduce-overhead"}}
     with pytest.raises(ConfigError, match="per_method.standard: compile_mode reduce-overhead "
                                           "needs compile: true"):
         validate_params(params)
+    params["training"]["digits"]["per_method"]["standard"]["compile"] = True
+    validate_params(params)

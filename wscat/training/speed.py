@@ -55,6 +55,23 @@ def memory_format(channels_last: bool) -> torch.memory_format:
 CompileMode = Literal["default", "reduce-overhead", "max-autotune-no-cudagraphs"]
 
 
+def uses_cuda_graphs(compile: bool, mode: str = "default") -> bool:
+    """Whether the step model replays CUDA graphs (torch.compile's reduce-overhead mode)."""
+    return compile and mode == "reduce-overhead"
+
+
+def begin_graph_step() -> None:
+    """Tell CUDA graphs a training step begins, and that nothing else does until the next call.
+
+    Left to itself, torch starts a new graph "generation" at any compiled call made after a
+    backward, and a new generation may overwrite the previous one's outputs
+    (torch.compiler.cudagraph_mark_step_begin). Inside one step of an adversarial method the
+    attack runs a backward per PGD step, while the natural forward's outputs and saved tensors
+    must live until the update (WSCAT's C(x), Eq. 8-9). Marking each step keeps one step one
+    generation."""
+    torch.compiler.cudagraph_mark_step_begin()
+
+
 def prepare_model(model: nn.Module, *, channels_last: bool, compile: bool,
                   mode: CompileMode = "default") -> nn.Module:
     """The module the training step calls: `model` in the chosen memory format, maybe compiled.

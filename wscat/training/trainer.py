@@ -33,7 +33,8 @@ from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.run_folder import check_run_folder
 from wscat.training.schedule import make_scheduler
 from wscat.optim import SGD
-from wscat.training.speed import Precision, autocast, configure_backend, prepare_model
+from wscat.training.speed import (Precision, autocast, begin_graph_step, configure_backend,
+                                  prepare_model, uses_cuda_graphs)
 
 
 def _fingerprint(run: RunConfig, data: TrainingData) -> str:
@@ -69,13 +70,17 @@ def _validate(ema: torch.nn.Module, data: TrainingData, run: RunConfig) -> dict[
 def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Module,
                optimizer: torch.optim.Optimizer, ema: torch.nn.Module, batch: Batch,
                ctx: StepContext, *, precision: Precision, ema_decay: float,
-               ema_buffers: str = "copy") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+               ema_buffers: str = "copy", cuda_graphs: bool = False
+               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One update: the method's loss (its attack inside) under autocast, SGD, EMA (its buffers
     copied or averaged: `ema_buffers`).
 
     `step_model` is what the loss calls (maybe compiled, channels_last); `model` owns the weights
-    the EMA follows. No host synchronisation: the loss comes back as a device tensor.
+    the EMA follows. `cuda_graphs`: the step model replays CUDA graphs, so the step is marked as
+    one (`begin_graph_step`). No host synchronisation: the loss comes back as a device tensor.
     """
+    if cuda_graphs:
+        begin_graph_step()
     with autocast(batch.x.device, precision):
         loss, stats = method.loss(step_model, batch, ctx)
     optimizer.zero_grad(set_to_none=True)
@@ -257,7 +262,9 @@ def _one_epoch(training: _Training, step_model: torch.nn.Module, pool: _Pool, ru
         loss, stats = train_step(training.method, step_model, training.model, training.optimizer,
                                  training.ema, Batch(view(x_raw), x_raw, labels), ctx,
                                  precision=cfg["precision"], ema_decay=decay,
-                                 ema_buffers=cfg.get("ema_buffers", "copy"))
+                                 ema_buffers=cfg.get("ema_buffers", "copy"),
+                                 cuda_graphs=uses_cuda_graphs(
+                                     cfg["compile"], cfg.get("compile_mode", "default")))
         finite[it] = step_is_finite(loss, training.optimizer)
         for key, value in {"loss": loss, **stats}.items():
             totals[key] = totals.get(key, 0.0) + value.float()
