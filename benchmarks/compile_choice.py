@@ -75,10 +75,15 @@ def choose(eager: dict[str, Any], graphs: dict[str, Any], epochs: dict[str, int]
     return chosen
 
 
+def graphed_methods(chosen: dict[str, tuple[bool, str]]) -> list[str]:
+    """The methods of every group the choice gives graphs."""
+    return [method for key, (graphs, _) in chosen.items() if graphs for method in GROUPS[key]]
+
+
 def params_keys(chosen: dict[str, tuple[bool, str]]) -> list[str]:
     """The params.yaml lines a choice needs (per method: compile and its mode)."""
     return [f"training.{DATASET}.per_method.{method}: compile: true, compile_mode: {MODE}"
-            for key, (graphs, _) in chosen.items() if graphs for method in GROUPS[key]]
+            for method in graphed_methods(chosen)]
 
 
 _ENTRY = re.compile(r"^      (?P<method>[\w-]+): \{(?P<knobs>[^{}]*)\}(?P<rest>\s*(#.*)?)$")
@@ -180,7 +185,7 @@ def main() -> int:
         print(f"{'+'.join(GROUPS[key])}: {why}")
     keys = params_keys(chosen)
     print("params.yaml needs: " + ("; ".join(keys) if keys else "nothing (all eager)"))
-    methods = [m for key, (graphs, _) in chosen.items() if graphs for m in GROUPS[key]]
+    methods = graphed_methods(chosen)
     if args.apply and methods:
         try:
             apply(args.params, methods)

@@ -88,10 +88,11 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
     batch = Batch(x, x, labels)
     model.train()
 
+    graphs = uses_cuda_graphs(args.compile, args.compile_mode)
+
     def step() -> None:
         train_step(method, step_model, model, optimizer, ema, batch, ctx,
-                   precision=args.precision, ema_decay=0.995,
-                   cuda_graphs=uses_cuda_graphs(args.compile, args.compile_mode))
+                   precision=args.precision, ema_decay=0.995, cuda_graphs=graphs)
 
     return step, model, device
 

@@ -256,9 +256,9 @@ def _check_references(params: dict[str, Any], source: str = "params.yaml") -> No
                                   f"known methods: {', '.join(sorted(methods))}")
         for method in [None, *(training.get("per_method") or {})]:
             schedule = training_for(params, dataset, method)
-            where = f"training.{dataset}" + (f".per_method.{method}" if method else "")
             fixed = schedule.get("labelled_per_batch")
             if fixed is not None and fixed > schedule["batch_size"]:
+                where = f"training.{dataset}" + (f".per_method.{method}" if method else "")
                 raise ConfigError(f"{where}.labelled_per_batch = {fixed} exceeds batch_size = "
                                   f"{schedule['batch_size']}: a batch cannot hold more labelled "
                                   "images than images; lower it or raise batch_size")
@@ -272,12 +272,11 @@ def _check_compile_mode(dataset: str, training: dict[str, Any]) -> None:
     dataset's own, when neither it nor any per-method entry sets compile: true; a per-method
     one, when that method does not compile)."""
     per_method = training.get("per_method") or {}
-    where = {f"training.{dataset}": (training, training["compile"] or any(
-        knobs.get("compile") for knobs in per_method.values()))}
-    where.update({f"training.{dataset}.per_method.{m}": (knobs, knobs.get("compile",
-                                                                         training["compile"]))
-                  for m, knobs in per_method.items()})
-    for name, (knobs, compiles) in where.items():
+    anything = training["compile"] or any(knobs.get("compile") for knobs in per_method.values())
+    places = [(f"training.{dataset}", training, anything)] + [
+        (f"training.{dataset}.per_method.{m}", knobs, knobs.get("compile", training["compile"]))
+        for m, knobs in per_method.items()]
+    for name, knobs, compiles in places:
         if "compile_mode" in knobs and not compiles:
             raise ConfigError(f"{name}: compile_mode {knobs['compile_mode']} needs compile: "
                               "true; set compile: true or drop compile_mode")

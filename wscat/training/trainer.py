@@ -247,6 +247,7 @@ def _one_epoch(training: _Training, step_model: torch.nn.Module, pool: _Pool, ru
     totals: dict[str, torch.Tensor] = {}
     finite = torch.ones(iterations, 2, dtype=torch.bool, device=pool.device)
     labelled_idx, unlabelled_idx = pool.draw(cfg["batch_size"], generator)
+    graphs = uses_cuda_graphs(cfg["compile"], cfg.get("compile_mode", "default"))
 
     def view(x: torch.Tensor) -> torch.Tensor:
         return to_unit(augment(x, **threat["augment"], generator=step_generator),
@@ -262,9 +263,7 @@ def _one_epoch(training: _Training, step_model: torch.nn.Module, pool: _Pool, ru
         loss, stats = train_step(training.method, step_model, training.model, training.optimizer,
                                  training.ema, Batch(view(x_raw), x_raw, labels), ctx,
                                  precision=cfg["precision"], ema_decay=decay,
-                                 ema_buffers=cfg.get("ema_buffers", "copy"),
-                                 cuda_graphs=uses_cuda_graphs(
-                                     cfg["compile"], cfg.get("compile_mode", "default")))
+                                 ema_buffers=cfg.get("ema_buffers", "copy"), cuda_graphs=graphs)
         finite[it] = step_is_finite(loss, training.optimizer)
         for key, value in {"loss": loss, **stats}.items():
             totals[key] = totals.get(key, 0.0) + value.float()
