@@ -17,13 +17,15 @@ Teacher and Standard: `mt`; the adversarial trainings, TRADES, RST, WSCAT and WS
 with the group's epochs from params.yaml. The group trains with CUDA graphs when T falls by at
 least `--margin` (10%: beyond a rerun's scatter) and when every row of the group measured with
 graphs ran (a step that graphs refuse keeps its group eager). Prints the choice and the
-params.yaml keys it needs; `--apply` also writes them into the params file (its comments kept;
-the result validated before it replaces the file). Exit 0, or 2 on unreadable input.
+params.yaml keys it needs; `--apply` also writes the choice into the params file (the keys of a
+graphed group in, those of an eager group out; its comments kept; the result validated before
+it replaces the file). Exit 0, or 2 on unreadable input.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -89,10 +91,12 @@ def params_keys(chosen: dict[str, tuple[bool, str]]) -> list[str]:
 _ENTRY = re.compile(r"^      (?P<method>[\w-]+): \{(?P<knobs>[^{}]*)\}(?P<rest>\s*(#.*)?)$")
 
 
-def with_graphs(text: str, methods: list[str]) -> str:
+def with_choice(text: str, graphed: list[str], eager: list[str] = ()) -> str:
     """params.yaml's text with `compile: true, compile_mode: reduce-overhead` in the flow
-    mapping of each method under training.<DATASET>.per_method (a new entry where there is
-    none); every other line as it was. ValueError where the file is not laid out so."""
+    mapping of each `graphed` method under training.<DATASET>.per_method (a new entry where there
+    is none), and both keys taken out of each `eager` method's (its entry dropped if nothing is
+    left: an earlier choice undone); every other line as it was. ValueError where the file is
+    not laid out so."""
     lines = text.splitlines(keepends=True)
 
     def find(pattern: str, start: int, stop: int) -> int:
@@ -116,30 +120,36 @@ def with_graphs(text: str, methods: list[str]) -> str:
         if entry is None:
             raise ValueError(f"line {i + 1}: per_method entries must be one-line mappings here; "
                              "add the keys by hand")
-        if entry["method"] in methods:
+        if entry["method"] in (*graphed, *eager):
             knobs = [k.strip() for k in entry["knobs"].split(",") if k.strip()
                      and not k.strip().startswith(("compile:", "compile_mode:"))]
-            knobs += ["compile: true", f"compile_mode: {MODE}"]
-            lines[i] = f"      {entry['method']}: {{{', '.join(knobs)}}}{entry['rest']}\n"
+            if entry["method"] in graphed:
+                knobs += ["compile: true", f"compile_mode: {MODE}"]
+            lines[i] = (f"      {entry['method']}: {{{', '.join(knobs)}}}{entry['rest']}\n"
+                        if knobs else "")
     present = {m["method"] for line in lines[per_method + 1:last + 1]
                if (m := _ENTRY.match(line.rstrip("\n")))}
-    new = [f"      {m}: {{compile: true, compile_mode: {MODE}}}\n" for m in methods
+    new = [f"      {m}: {{compile: true, compile_mode: {MODE}}}\n" for m in graphed
            if m not in present]
     return "".join(lines[:last + 1] + new + lines[last + 1:])
 
 
-def apply(path: Path, methods: list[str]) -> None:
-    """Write the keys for `methods` into the params file at `path`, validated first: the new
-    text goes to a file beside it, loads as params, and gives every method graphs; only then it
-    replaces `path`."""
+def apply(path: Path, graphed: list[str], eager: list[str] = ()) -> None:
+    """Write the choice into the params file at `path`, validated first: the new text goes to a
+    file beside it, loads as params, gives every `graphed` method graphs and leaves every `eager`
+    one uncompiled; only then it replaces `path`."""
     tmp = path.with_name(f".{path.name}.compile-choice")
     try:
-        tmp.write_text(with_graphs(path.read_text(), methods))
+        tmp.write_text(with_choice(path.read_text(), graphed, eager))
         params = load_params(tmp)
-        for method in methods:
+        for method in graphed:
             schedule = training_for(params, DATASET, method)
             if not schedule["compile"] or schedule.get("compile_mode") != MODE:
                 raise ValueError(f"{method} would not compile in mode {MODE}")
+        for method in eager:
+            if training_for(params, DATASET, method)["compile"]:
+                raise ValueError(f"{method} would still compile (training.{DATASET}.compile is "
+                                 f"true); set its per_method compile: false by hand")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -155,6 +165,9 @@ def main() -> int:
     parser.add_argument("--apply", action="store_true",
                         help="also write the chosen keys into --params")
     args = parser.parse_args()
+    if not 0 <= args.margin < 1:
+        parser.error(f"--margin {args.margin:g}: give a share of the eager time in [0, 1), "
+                     "e.g. 0.10")
     try:
         eager, graphs = (json.loads(p.read_text()) for p in (args.eager, args.graphs))
         for name, result in (("--eager", eager), ("--graphs", graphs)):
@@ -162,6 +175,16 @@ def main() -> int:
                     not isinstance(r, dict) or not ROW_KEYS <= r.keys() for r in result["rows"]):
                 raise ValueError(f"{name}: not a throughput.py result with warm-up seconds "
                                  f"(each row needs {', '.join(sorted(ROW_KEYS))})")
+        for name, result in (("--eager", eager), ("--graphs", graphs)):
+            for row in result["rows"]:
+                for key in ("seconds_per_step", "warmup_seconds"):
+                    value = row[key]
+                    least = "positive" if key == "seconds_per_step" else "non-negative"
+                    if (isinstance(value, bool) or not isinstance(value, (int, float))
+                            or not math.isfinite(value) or value < 0
+                            or (least == "positive" and value == 0)):
+                        raise ValueError(f"{name}: row {row['method']!r} has {key} {value!r}, "
+                                         f"not a {least} number of seconds")
         settings = {tuple(r[k] for k in SAME) for r in eager["rows"] + graphs["rows"]}
         if len(settings) > 1:
             raise ValueError(f"the rows were measured with other settings ({', '.join(SAME)}: "
@@ -185,14 +208,17 @@ def main() -> int:
         print(f"{'+'.join(GROUPS[key])}: {why}")
     keys = params_keys(chosen)
     print("params.yaml needs: " + ("; ".join(keys) if keys else "nothing (all eager)"))
-    methods = graphed_methods(chosen)
-    if args.apply and methods:
+    graphed = graphed_methods(chosen)
+    eager_methods = [m for members in GROUPS.values() for m in members if m not in graphed]
+    if args.apply:
+        before = args.params.read_text()
         try:
-            apply(args.params, methods)
+            apply(args.params, graphed, eager_methods)
         except (OSError, ValueError, ConfigError) as error:
             print(f"compile_choice.py: {args.params} left as it was: {error}", file=sys.stderr)
             return 2
-        print(f"wrote those keys into {args.params}")
+        print(f"wrote the choice into {args.params}" if args.params.read_text() != before
+              else f"{args.params} already holds the choice")
     return 0
 
 

@@ -123,8 +123,10 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
         if deadline_s is not None and now - t0 > deadline_s:
             for name, proc in running.items():
                 proc.kill()
-                by_name[name].status = "killed"
-                say(f"[{_clock(now - t0)}] killed {name} at the {deadline_s:.0f} s deadline")
+                job = by_name[name]
+                job.status, job.seconds = "killed", now - job.started  # how long it had run
+                say(f"[{_clock(now - t0)}] killed {name} at the {deadline_s:.0f} s deadline "
+                    f"({job.seconds:.0f} s)")
             for job in jobs:
                 if job.status == "pending":
                     job.status = "skipped"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -58,8 +59,15 @@ def seed_dirs(seeds_dir: Path) -> dict[int, Path]:
     if not seeds_dir.is_dir():
         raise ValueError(f"{seeds_dir}: no such folder; pass --seeds-dir, the folder that holds "
                          "the runs' seed{s}/ folders")
-    found = {int(m.group(1)): path for path in seeds_dir.iterdir()
-             if path.is_dir() and (m := SEED_DIR.fullmatch(path.name))}
+    found: dict[int, Path] = {}
+    for path in sorted(seeds_dir.iterdir()):
+        if not path.is_dir() or not (m := SEED_DIR.fullmatch(path.name)):
+            continue
+        seed = int(m.group(1))
+        if path.name != f"seed{seed}":  # seed01 beside seed1 would drop one of them unsaid
+            raise ValueError(f"{path}: name it seed{seed}/ (as the run's tarball does); the "
+                             "table reads one folder a seed")
+        found[seed] = path
     if not found:
         raise ValueError(f"{seeds_dir}: no seed{{s}}/ folder; unpack a run's "
                          "OUT/seed{s}.tar.gz there (DEVELOPERS.md, 'The CIFAR-10 proxy on a lent "
@@ -144,11 +152,15 @@ def _runs_line(seed: int, folder: Path) -> str:
                                               <= step.keys() for step in steps):
         raise ValueError(f"{record_path}: its steps lack a status or kept field; unpack the "
                          "run's OUT/seed{s}.tar.gz again")
+    wall = record.get("wall_s", 0)
+    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not 0 <= wall < math.inf:
+        raise ValueError(f"{record_path}: wall_s is {wall!r}, not a number of seconds; unpack "
+                         "the run's OUT/seed{s}.tar.gz again")
     done = sum(step["status"] == "done" for step in steps)
     calls = ("in one call" if record.get("one_call")
              else f"{sum(step['kept'] for step in steps)} steps kept from an earlier call")
     return (f"- seed {seed}: {done} of {len(steps)} steps done, {calls}, "
-            f"{record.get('wall_s', 0):.0f} s on {record.get('machine', 'an unrecorded machine')}")
+            f"{wall:.0f} s on {record.get('machine', 'an unrecorded machine')}")
 
 
 def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:

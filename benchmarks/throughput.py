@@ -8,7 +8,8 @@ forward passes a step; peak memory; on a GPU, the share of the GPU's peak FLOP/s
     .venv/bin/python benchmarks/throughput.py --device cuda --models wrn-28-10 --batch 128 \\
         --precision bf16 --channels-last --methods trades rst wscat
 
-Each (model, method) runs in a fresh process, so peak memory is its own. Inputs are random
+Each (model, method) runs in a fresh process with an empty compile cache, so peak memory and
+compile time are its own. Inputs are random
 CIFAR-shaped batches (content does not change the cost). Results go to
 benchmarks/results/{tag}.json and .md; docs/speed.md quotes the Markdown table.
 """
@@ -16,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -227,6 +230,19 @@ def markdown(rows: list[dict[str, Any]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_row(model: str, method: str, argv: list[str], timeout: float | None
+            ) -> subprocess.CompletedProcess:
+    """One (model, method) row in a fresh process with an empty compile cache of its own
+    (inductor's and Triton's): a row run after another of the same model would otherwise load the
+    graphs they share (the natural forward and its backward) from the cache, and its warm-up
+    seconds would leave out the cold compile that a seed's training on a fresh machine pays."""
+    with tempfile.TemporaryDirectory(prefix="throughput-cache-") as cache:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache,
+               "TRITON_CACHE_DIR": os.path.join(cache, "triton")}
+        return subprocess.run([sys.executable, __file__, *argv, "--one", model, method],
+                              capture_output=True, text=True, timeout=timeout, env=env)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["wrn-16-4"], help="keys of params.yaml models")
@@ -263,9 +279,7 @@ def main() -> int:
     for model in args.models:
         for method in args.methods:
             try:
-                result = subprocess.run([sys.executable, __file__, *passthrough, "--one", model,
-                                         method], capture_output=True, text=True,
-                                        timeout=args.row_timeout)
+                result = run_row(model, method, passthrough, args.row_timeout)
             except subprocess.TimeoutExpired:
                 failed.append(f"{model} {method} failed: timed out after {args.row_timeout:g} s")
                 print(f"throughput: {failed[-1]}", file=sys.stderr, flush=True)

@@ -61,19 +61,33 @@ def test_swapped_or_unreadable_files_are_refused_in_one_line(tmp_path):
                                               batch=64)))
     old_rows = tmp_path / "old.json"  # written before throughput.py timed its warm-up
     old_rows.write_text(json.dumps({"rows": [{"method": "mt", "seconds_per_step": 0.01}]}))
+    odd = []  # timings no measurement gives: zero, negative, NaN, infinite, not a number
+    for i, (key, value) in enumerate([("seconds_per_step", 0), ("seconds_per_step", "0.016"),
+                                      ("seconds_per_step", None), ("warmup_seconds", -5.0),
+                                      ("seconds_per_step", float("nan")),
+                                      ("warmup_seconds", float("inf"))]):
+        row = _result([("mt", 0.016, 1.0)])
+        row["rows"][0][key] = value
+        odd.append(tmp_path / f"odd{i}.json")
+        odd[-1].write_text(json.dumps(row))  # NaN and Infinity as Python's json writes them
     for a, b in ((graphs, eager), (tmp_path / "missing.json", graphs), (eager, other_batch),
-                 (old_rows, graphs)):
+                 (old_rows, graphs), *((bad, graphs) for bad in odd), (eager, odd[3])):
         bad = subprocess.run([sys.executable, script, "--eager", str(a), "--graphs", str(b)],
                              capture_output=True, text=True)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
         assert "Traceback" not in bad.stderr
+    margin = subprocess.run([sys.executable, script, "--eager", str(eager), "--graphs",
+                             str(graphs), "--margin", "-1"], capture_output=True, text=True)
+    assert margin.returncode == 2 and "--margin -1" in margin.stderr
 
 
 def test_apply_writes_the_chosen_keys_and_nothing_else(tmp_path):
     from wscat.config import load_params, training_for
 
     params = tmp_path / "params.yaml"
-    original = (ROOT / "params.yaml").read_text()
+    everything = [m for members in compile_choice.GROUPS.values() for m in members]
+    # params.yaml as before any choice (the committed one, if made, undone: the same text then)
+    original = compile_choice.with_choice((ROOT / "params.yaml").read_text(), [], everything)
     params.write_text(original)
     eager = tmp_path / "eager.json"
     graphs = tmp_path / "graphs.json"
@@ -93,14 +107,26 @@ def test_apply_writes_the_chosen_keys_and_nothing_else(tmp_path):
     changed = [(a, b) for a, b in zip(original.splitlines(), params.read_text().splitlines())
                if a != b]
     assert len(changed) == 2 and len(original.splitlines()) == len(params.read_text().splitlines())
+    again = subprocess.run([sys.executable, script, "--eager", str(eager), "--graphs", str(graphs),
+                            "--params", str(params), "--apply"], capture_output=True, text=True)
+    assert again.returncode == 0 and "already holds the choice" in again.stdout
+    # a new measurement that keeps the labelers eager takes their keys out again
+    graphs.write_text(json.dumps(_result([("mt", 0.016, 30.0), ("wscat", 0.059, 30.0)],
+                                         mode="reduce-overhead")))
+    undo = subprocess.run([sys.executable, script, "--eager", str(eager), "--graphs", str(graphs),
+                           "--params", str(params), "--apply"], capture_output=True, text=True)
+    assert undo.returncode == 0 and "nothing (all eager)" in undo.stdout, undo.stderr
+    assert params.read_text() == original
+    assert compile_choice.with_choice(compile_choice.with_choice(original, ["wscat"]), [],
+                                      ["wscat"]) == original  # an entry of its own goes whole
     # a method without an entry gets one; a file not laid out so is left as it was
-    text = compile_choice.with_graphs(original, ["wscat"])
+    text = compile_choice.with_choice(original, ["wscat"])
     assert "      wscat: {compile: true, compile_mode: reduce-overhead}\n" in text
     # a comment with braces after an entry stays a comment
     commented = original.replace("      standard: {epochs: 100}\n",
                                  "      standard: {epochs: 100}  # {was 15}\n")
     assert ("      standard: {epochs: 100, compile: true, compile_mode: reduce-overhead}  # {was 15}"
-            in compile_choice.with_graphs(commented, ["standard"]))
+            in compile_choice.with_choice(commented, ["standard"]))
     block = ("    per_method:\n      mt: {warmup_fraction: 0.0, epochs: 100}\n"
              "      standard: {epochs: 100}\n")
     assert original.count(block) == 1

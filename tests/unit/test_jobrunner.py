@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from jobrunner import Job, startable  # noqa: E402
+from jobrunner import Job, run_jobs, startable  # noqa: E402
 
 
 def jobs_of(*specs: tuple) -> list[Job]:
@@ -132,3 +132,17 @@ def test_a_job_after_others_waits_until_they_end_whatever_became_of_them() -> No
     assert names(startable(jobs, 8)) == ["curves a"]  # b still trains: the evaluation waits
     jobs[1].status = "failed"
     assert names(startable(jobs, 8)) == ["evaluate a", "curves a"]
+
+
+def test_a_step_killed_at_the_deadline_keeps_how_long_it_ran(tmp_path: Path) -> None:
+    """The summary's seconds of a killed step are the time it had run, not 0 (issue 21's cut
+    runs compare the Mean Teacher and WSCAT trainings' seconds between calls)."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    jobs = [Job("train slow", sleeper, log=tmp_path / "slow.log"),
+            Job("evaluate slow", sleeper, ["train slow"], log=tmp_path / "eval.log")]
+    lines: list[str] = []
+    run_jobs(jobs, parallel=2, say=lines.append, deadline_s=1.0)
+    assert [job.status for job in jobs] == ["killed", "skipped"]
+    assert 1.0 <= jobs[0].seconds < 30 and jobs[1].seconds == 0
+    assert any(line.endswith(f"({jobs[0].seconds:.0f} s)") and "killed train slow" in line
+               for line in lines)

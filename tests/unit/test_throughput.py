@@ -49,3 +49,27 @@ def test_a_row_past_its_timeout_is_listed_as_failed_and_the_result_still_written
     assert written["rows"] == [] and written["failed"] == [
         "wrn-16-4 mt failed: timed out after 0.01 s",
         "wrn-16-4 standard failed: timed out after 0.01 s"]
+
+
+def test_each_row_compiles_cold_in_a_cache_of_its_own(monkeypatch) -> None:
+    """A row after another of the same model must not load their shared graphs from inductor's
+    cache: its warm-up seconds decide the compile choice (benchmarks/compile_choice.py)."""
+    import os
+    import subprocess
+
+    caches: list[tuple[str, str]] = []
+
+    def fake_run(argv, **kwargs):
+        env = kwargs["env"]
+        cache = env["TORCHINDUCTOR_CACHE_DIR"]
+        assert os.path.isdir(cache) and not os.listdir(cache)  # there and empty while it runs
+        caches.append((cache, env["TRITON_CACHE_DIR"]))
+        assert argv[-3:] == ["--one", "wrn-16-4", argv[-1]]
+        return subprocess.CompletedProcess(argv, 0, "{}", "")
+
+    monkeypatch.setattr(throughput.subprocess, "run", fake_run)
+    for method in ("mt", "wscat"):
+        throughput.run_row("wrn-16-4", method, ["--device", "cuda"], None)
+    (first, first_triton), (second, second_triton) = caches
+    assert first != second and first_triton.startswith(first) and second_triton.startswith(second)
+    assert not os.path.exists(first) and not os.path.exists(second)  # removed after the row
