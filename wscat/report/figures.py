@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from wscat.errors import NPZ_ERRORS, first_line  # noqa: E402
-from wscat.metrics import harmonic_mean  # noqa: E402
+from wscat.metrics import harmonic_mean, is_percent  # noqa: E402
 from wscat.io import atomic_path, check_writable  # noqa: E402
 from wscat.report import paper  # noqa: E402
 from wscat.report.names import display_name  # noqa: E402
@@ -144,8 +144,44 @@ def curves(train_log: Path, prefix: Path, title: str) -> None:
     save(fig, prefix, files=curves_files(prefix))
 
 
-def _load(path: str) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+def _load(path: str, run: paper.Run) -> dict[str, Any]:
+    """A metrics or validation file of `run`, refused in one line when it is missing (saying what
+    makes it), not a JSON object, or another run's (a copy: wscat.steps.table.check_run_file)."""
+    from wscat.steps.paper import missing_input
+    from wscat.steps.table import check_run_file
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ValueError(missing_input(path)) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON file ({first_line(error)}); "
+                         f"{_remake(path)}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a JSON {type(data).__name__}, not the object of a run's "
+                         f"numbers; {_remake(path)}")
+    check_run_file(path, data, run)
+    return data
+
+
+def _remake(path: str) -> str:
+    """What rebuilds a broken input: its Snakemake target, forced."""
+    from wscat.steps.paper import made_by
+
+    found = made_by(path)
+    step = f" (`{found[1]}`)" if found else ""
+    return f"make it again: snakemake --forcerun {path}{step} -- <this figure>"
+
+
+def _percent(path: str, numbers: Any, key: str) -> float:
+    """numbers[key] as an accuracy in percent: a finite number in [0, 100] (wscat.metrics.
+    is_percent); NaN, infinity or anything else is refused in one line, never drawn or chosen."""
+    value = numbers.get(key) if isinstance(numbers, dict) else None
+    if not is_percent(value):
+        shown = "missing" if value is None else f"{json.dumps(value)}"
+        raise ValueError(f"{path}: {key} is {shown}, not a finite percentage in [0, 100]; "
+                         f"{_remake(path)}")
+    return float(value)
 
 
 def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> None:
@@ -160,8 +196,11 @@ def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> N
         points = []
         for beta, method in paper.beta_points(params, tier, entry):
             runs = [paper.Run(entry["dataset"], model, method, s) for s in seeds]
-            test = [_load(r.metrics(root))["accuracy"] for r in runs]
-            val = [_load(r.validation(root)) for r in runs]
+            test = [{key: _percent(r.metrics(root), _load(r.metrics(root), r).get("accuracy"),
+                                   key) for key in ("Natural", "PGD")} for r in runs]
+            val = [{key: _percent(r.validation(root), data, key)
+                    for key in ("Natural", "PGD", "HM")}
+                   for r in runs for data in [_load(r.validation(root), r)]]
             natural = float(np.mean([t["Natural"] for t in test]))
             pgd = float(np.mean([t["PGD"] for t in test]))
             points.append({"dataset": entry["name"], "beta": beta, "method": method,
@@ -206,7 +245,8 @@ def unlabel_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -
         xs, ys = [], []
         for fraction, dataset in paper.unlabelled_points(params, tier, entry):
             runs = [paper.Run(dataset, model, spec["method"], s) for s in spec["seeds"]]
-            means = [_load(r.metrics(root))["accuracy"]["Mean"] for r in runs]
+            means = [_percent(r.metrics(root), _load(r.metrics(root), r).get("accuracy"), "Mean")
+                     for r in runs]
             count = len(load_split(runs[0].split(root)).unlabelled)
             xs.append(count)
             ys.append(float(np.mean(means)))

@@ -2,7 +2,10 @@
 `paper-figure`, `paper-index`) and a run's training curves (`wscat curves`)."""
 from __future__ import annotations
 
+import csv
+import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +13,84 @@ from wscat import paths
 from wscat.io import check_writable, guard_outputs, write_text
 from wscat.report import paper
 
+# The results files the paper's tables and figures read, and the step that writes each (the
+# extra metrics before the core ones: their names end alike).
+MADE_BY = ((paths.EXTRA, "wscat evaluate --part extra"),
+           (paths.METRICS, "wscat evaluate --part core"), (paths.VALIDATION, "wscat validate"),
+           (paths.TRAIN_LOG, "wscat train"), (paths.BEST, "wscat train"),
+           (paths.SPLIT, "wscat split"), (paths.ANALYSIS, "wscat analyse"))
+
+
+def _regex(pattern: str) -> re.Pattern[str]:
+    """A results path pattern as a regex matching the end of a path under any results folder."""
+    text = re.escape(pattern.removeprefix(paths.RESULTS + "/"))
+    for name in re.findall(r"\{(\w+)\}", pattern):
+        text = text.replace(re.escape("{" + name + "}"),
+                            rf"(?P<{name}>\d+)" if name == "seed" else rf"(?P<{name}>[^/]+)")
+    return re.compile(r"(?:^|/)" + text + "$")
+
+
+_MADE_BY = [(pattern, _regex(pattern), step) for pattern, step in MADE_BY]
+
+
+def made_by(path: str) -> tuple[str, str, dict[str, str]] | None:
+    """(its pattern, the wscat step that writes it, the pattern's fields) of a results file the
+    paper reads; None for another file."""
+    for pattern, regex, step in _MADE_BY:
+        match = regex.search(str(path))
+        if match:
+            return pattern, step, match.groupdict()
+    return None
+
+
+def run_of(path: str) -> paths.Run | None:
+    """The run whose metrics or validation file `path` is (None for another file)."""
+    found = made_by(path)
+    if found is None or found[0] not in (paths.METRICS, paths.EXTRA, paths.VALIDATION):
+        return None
+    fields = found[2]
+    return paths.Run(fields["dataset"], fields["model"], fields["method"], int(fields["seed"]))
+
+
+def missing_input(path: str) -> str:
+    """The line for an input that is not there: which Snakemake target (and wscat step) makes it."""
+    found = made_by(path)
+    if found is None:
+        return f"{path}: not found; make it first (the tier's Snakemake target makes every input)"
+    pattern, step, fields = found
+    target = pattern.format(**fields)
+    return (f"{path}: not found; make it first: `snakemake -- {target}` (its rule runs `{step}`; "
+            "the tier's Snakemake target makes every input)")
+
+
+def require(files: list[str]) -> None:
+    """Refuse, in one line saying what makes it, the first of `files` that is missing."""
+    for path in files:
+        if not os.path.exists(path):
+            raise ValueError(missing_input(path))
+
+
+def check_metrics(params: dict[str, Any], files: list[str]) -> None:
+    """The metrics among a table's or figure's inputs: each its run's own (the run its path names),
+    of the training and evaluation settings the params give now (wscat.steps.table.check_training;
+    a file recording neither, written by hand, is not checked on them)."""
+    from wscat.steps.table import check_training
+
+    metrics = [path for path in files
+               if (made_by(path) or ("", "", {}))[0] in (paths.METRICS, paths.EXTRA)]
+    if metrics:
+        check_training(params, [Path(path) for path in metrics],
+                       runs={str(Path(path)): run_of(path) for path in metrics}, unrecorded=True)
+
 
 def run_table(params: dict[str, Any], *, tier: str, label: str, results: str, tex: Path,
               csv: Path) -> None:
     """One of the paper's tables: LaTeX and a long CSV."""
     from wscat.report.paper_tables import build
 
+    files = paper.table_inputs(params, tier, label, results)
+    require(files)
+    check_metrics(params, files)
     tex_text, table = build(params, tier, label, results)
     write_text(csv, table)
     write_text(tex, tex_text)
@@ -26,6 +101,7 @@ def run_compare(*, label: str, table_csv: Path, paper_cells: tuple[str, str] | N
     """A table's companion: our numbers, the paper's, and the difference."""
     from wscat.report.compare import join, render
 
+    check_numbers(table_csv)
     rows = join(table_csv, paper_cells)
     tables = sorted({str(row["table"]) for row in rows})
     if label not in tables:
@@ -34,6 +110,37 @@ def run_compare(*, label: str, table_csv: Path, paper_cells: tuple[str, str] | N
     tex_text, table = render(rows, label, paper_cells)
     write_text(csv, table)
     write_text(tex, tex_text)
+
+
+def check_numbers(table_csv: Path) -> None:
+    """Refuse a table CSV whose `mean` or `std` cell is not a number a table holds: a finite
+    mean, in [0, 100] for an accuracy (a percentage), >= 0 for a count or seconds; a finite
+    std >= 0; an empty std (one seed: no spread) stays empty, an empty mean is refused. The
+    file's form (its columns, rows) is `join`'s to check."""
+    from wscat.report.cells import EXTRA_METRICS, METRICS
+
+    with open(table_csv, newline="") as handle:
+        reader = csv.DictReader(handle)
+        for row in reader:
+            percent = row.get("metric") in (*METRICS, *EXTRA_METRICS)
+            for column in ("mean", "std"):
+                if row.get(column) is None:  # no such column (join says so) or a short row
+                    continue
+                text = row[column].strip()
+                if not text and column == "std":
+                    continue
+                try:
+                    value = float(text)
+                except ValueError:
+                    value = math.nan
+                top = 100 if percent and column == "mean" else math.inf
+                if not (math.isfinite(value) and 0 <= value <= top):
+                    what = ("a percentage in [0, 100]" if math.isfinite(top)
+                            else "a finite number >= 0")
+                    shown = f"'{text}'" if text else "empty"
+                    raise ValueError(f"{table_csv}, line {reader.line_num}: {column} is {shown}, "
+                                     f"not {what}; rebuild the table with `wscat paper-table` (or "
+                                     "its Snakemake rule)")
 
 
 def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, out: Path
@@ -45,6 +152,9 @@ def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, 
     paper.tier_spec(params, tier)
     if figure not in paper.FIGURES:
         raise ValueError(f"unknown figure '{figure}'; figures: {', '.join(paper.FIGURES)}")
+    files = paper.figure_inputs(params, tier, figure, results)
+    require(files)
+    check_metrics(params, files)
     if figure == "Fig-beta":
         figures.beta_figure(params, tier, results, out)
     elif figure == "Fig-unlabel":

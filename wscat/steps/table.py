@@ -2,6 +2,7 @@
 paired bootstrap against WSCAT) from its per-(method, seed) metrics files."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Pa
                    "--paired-csv": paired_csv, "--paired-tex": paired_tex})
     spec = params["experiments"][experiment]
     methods = spec["methods"]
-    check_training(params, metrics)
+    check_training(params, metrics, experiment=experiment)
     write_table(experiment=experiment, dataset=spec["dataset"],
                 model=spec["model"], metrics_files=metrics, methods=methods,
                 display_names={m: display_name(m) for m in methods},
@@ -45,24 +46,80 @@ def table_notes(params: dict[str, Any], dataset: str, methods: list[str]) -> lis
     return notes
 
 
-def check_training(params: dict[str, Any], metrics: list[Path]) -> None:
-    """Refuse metrics measured on a checkpoint of another training than `params` give now (their
-    manifest's training fingerprint, wscat.workflow.training_fingerprint), naming each file and
-    the checkpoint to retrain: a table never mixes two training configurations."""
-    from wscat import paths
-    from wscat.report.table import read_runs
-    from wscat.workflow import training_fingerprint
+RUN_KEYS = ("dataset", "model", "method", "seed")  # what names a run inside its files
 
-    stale = []
-    for path, data in read_runs(metrics):
-        expected = training_fingerprint(params, data["dataset"], data["model"], data["method"])
-        recorded = ((data.get("manifest") or {}).get("training") or {}).get("fingerprint")
-        if recorded != expected:
-            run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
+
+def check_run_file(path: str | Path, data: dict[str, Any], run: Any) -> None:
+    """Refuse a run's file (metrics, validation) that names another run inside than `run`
+    (a wscat.paths.Run), the one whose path it was read from: a copy of another run's file. A key
+    the file does not record is not compared."""
+    found = {key: data[key] for key in RUN_KEYS if key in data}
+    if all(value == getattr(run, key) for key, value in found.items()):
+        return
+    holds = (f"{found.get('method', '?')} seed {found.get('seed', '?')} on "
+             f"{found.get('dataset', '?')}/{found.get('model', '?')}")
+    raise ValueError(f"{path} holds the numbers of {holds}, not of {run.method} seed {run.seed} "
+                     f"on {run.dataset}/{run.model} whose file it is (a copy of another run's?); "
+                     f"make that run's own file: snakemake --forcerun {path} -- <the table or "
+                     "figure>")
+
+
+def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: str | None = None,
+                   runs: Mapping[str, Any] | None = None, unrecorded: bool = False) -> None:
+    """Refuse metrics that are not what `params` give now for the runs they are read for: a file
+    of another dataset or model than `experiment`'s, of another run than `runs` maps its path to
+    (wscat.paths.Run; `check_run_file`), or of a dataset, model or method params.yaml lacks; then
+    metrics measured on a checkpoint of another training (their manifest's training
+    fingerprint, wscat.workflow.training_fingerprint) or with other evaluation settings (their
+    manifest's `evaluation_settings`, wscat.workflow.evaluation_fingerprint: the same function
+    `wscat evaluate` records them with), naming each file and what to rerun: a table never
+    mixes two trainings or two evaluations. `unrecorded`: a file whose manifest records no
+    training or no evaluation settings (written by hand) is not checked on what it lacks."""
+    from wscat import paths
+    from wscat.report.table import _merge_extras, _read_metrics
+    from wscat.workflow import evaluation_fingerprint, training_fingerprint
+
+    read = [(Path(path), _read_metrics(Path(path))) for path in metrics]
+    spec = params["experiments"][experiment] if experiment is not None else None
+    for path, data in read:  # every file, extras too, before they are folded into their run
+        if spec is not None and (data["dataset"], data["model"]) != (spec["dataset"],
+                                                                     spec["model"]):
+            raise ValueError(f"{path} holds metrics of {data['dataset']}/{data['model']}, but "
+                             f"experiment '{experiment}' is on {spec['dataset']}/{spec['model']}; "
+                             f"pass the metrics files of its runs (results/metrics/"
+                             f"{spec['dataset']}/{spec['model']}/METHOD/seedN.json)")
+        if runs is not None and str(path) in runs:
+            check_run_file(path, data, runs[str(path)])
+        for key, section in (("dataset", "datasets"), ("model", "models"),
+                             ("method", "methods")):
+            if data[key] not in params[section]:
+                raise ValueError(f"{path} holds metrics of {key} '{data[key]}', which the params "
+                                 f"do not configure ({section}: has {', '.join(params[section])}"
+                                 "); pass metrics of the experiment's runs, or the params they "
+                                 "were made with")
+    stale, measured = [], []
+    for path, data in _merge_extras(read):
+        run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
+        manifest = data.get("manifest") or {}
+        recorded = (manifest.get("training") or {}).get("fingerprint")
+        expected = training_fingerprint(params, run.dataset, run.model, run.method)
+        if recorded != expected and not (unrecorded and recorded is None):
             stale.append((str(path), run.checkpoint(), recorded or "none recorded"))
+        settings = manifest.get("evaluation_settings")
+        now = evaluation_fingerprint(params, run.dataset)
+        if settings != now and not (unrecorded and settings is None):
+            measured.append((str(path), run.metrics(), f"{settings or 'none recorded'}, the "
+                                                       f"params give {now}"))
     if stale:
         files = "; ".join(f"{path} (training {found})" for path, _, found in stale)
         forced = " ".join(checkpoint for _, checkpoint, _ in stale)
         raise ValueError(f"{len(stale)} metrics file(s) come from another training than the "
                          f"params give now: {files}; retrain and re-evaluate them: "
                          f"snakemake --forcerun {forced} -- <this table>")
+    if measured:
+        files = "; ".join(f"{path} (evaluation settings {found})" for path, _, found in measured)
+        forced = " ".join(target for _, target, _ in measured)
+        raise ValueError(f"{len(measured)} metrics file(s) were measured with other evaluation "
+                         "settings (test images, attacks, threat) than the params give now: "
+                         f"{files}; re-evaluate them under these params (snakemake --forcerun "
+                         f"{forced} -- <this table>), or pass the params they were measured with")
