@@ -7,6 +7,7 @@ ones, AutoAttack warns of zero gradients, single-step FGSM does as well as itera
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 Check = dict[str, Any]
@@ -14,9 +15,11 @@ Check = dict[str, Any]
 
 def falls_monotonically(values: list[float], accuracies: list[float], *, tolerance: float,
                         what: str) -> Check:
-    """Accuracy (%) must not rise by more than `tolerance` points as `what` grows."""
+    """Accuracy (%) must not rise by more than `tolerance` points as `what` grows; a step with a
+    number that is not finite counts as a rise (NaN compares False with anything)."""
     rises = [(a, b, acc_a, acc_b) for a, b, acc_a, acc_b
-             in zip(values, values[1:], accuracies, accuracies[1:]) if acc_b > acc_a + tolerance]
+             in zip(values, values[1:], accuracies, accuracies[1:])
+             if not (math.isfinite(acc_a) and math.isfinite(acc_b)) or acc_b > acc_a + tolerance]
     growing = {"steps": "with more steps", "eps": "with a larger eps"}.get(what, f"as {what} grows")
     detail = (f"PGD accuracy does not rise {growing} (tolerance {tolerance} points)"
               if not rises else
@@ -28,9 +31,11 @@ def falls_monotonically(values: list[float], accuracies: list[float], *, toleran
 
 def eps_zero_is_natural(natural: dict[str, float], at_eps_zero: dict[str, float]) -> Check:
     """Accuracy under an attack with eps = 0 (and AutoAttack's own clean count) must equal the
-    natural accuracy on the same examples: no randomness, no train-mode BatchNorm, same inputs."""
+    natural accuracy on the same examples: no randomness, no train-mode BatchNorm, same inputs.
+    A number that is not finite differs (abs(nan - x) > 1e-3 is False)."""
     differ = {name: (natural[name], value) for name, value in at_eps_zero.items()
-              if abs(natural[name] - value) > 1e-3}  # manifests keep 4 decimals
+              if not (math.isfinite(natural[name]) and math.isfinite(value))
+              or abs(natural[name] - value) > 1e-3}  # manifests keep 4 decimals
     detail = ("natural accuracy = accuracy at eps 0 (" + ", ".join(at_eps_zero) + ")"
               if not differ else "; ".join(f"{name}: {b:.2f}% at eps 0 vs {a:.2f}% natural"
                                            for name, (a, b) in differ.items()))
@@ -41,12 +46,16 @@ def eps_zero_is_natural(natural: dict[str, float], at_eps_zero: dict[str, float]
 
 def square_not_better(after: dict[str, float], *, tolerance: float = 0.2) -> Check:
     """Black-box Square, run after AutoAttack's white-box attacks, must not lower accuracy by more
-    than `tolerance` points (AutoAttack's own threshold, 0.2%)."""
+    than `tolerance` points (AutoAttack's own threshold, 0.2%); a number that is not finite
+    fails."""
     white_box = min(v for k, v in after.items() if k != "square")
     gain = white_box - after["square"]
+    finite = all(math.isfinite(v) for v in after.values())
     detail = (f"Square lowers accuracy by {gain:.2f} points after the white-box attacks"
-              + (" (more than the tolerance)" if gain > tolerance else ""))
-    return {"passed": gain <= tolerance, "detail": detail, "white_box": round(white_box, 4),
+              + (" (more than the tolerance)" if gain > tolerance else "")
+              + ("" if finite else " (an accuracy is not a finite number)"))
+    return {"passed": finite and gain <= tolerance, "detail": detail,
+            "white_box": round(white_box, 4),
             "after_square": round(after["square"], 4), "tolerance": tolerance}
 
 

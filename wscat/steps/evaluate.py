@@ -21,6 +21,7 @@ from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite
 from wscat.inference import load_model
 from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock, write_json
+from wscat.metrics import ATTACKS, is_percent
 from wscat.provenance import versions
 from wscat.training.speed import autocast, configure_backend
 from wscat.workflow import evaluation_fingerprint, split_params, training_fingerprint
@@ -29,7 +30,8 @@ PARTS = ("all", "core", "extra")
 
 
 def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
-    """The core suite's numbers, read back from its metrics file (the extras' checks need them)."""
+    """The core suite's numbers, read back from its metrics file (the extras' checks need them),
+    each checked (`_check_core_numbers`) before any work: none is copied through unchecked."""
     try:
         data = json.loads(Path(path).read_text())
         found = (data["dataset"], data["model"], data["method"], data["seed"])
@@ -43,8 +45,47 @@ def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
     if found != run:
         raise ValueError(f"{path} holds {found[2]} seed {found[3]} on {found[0]}/{found[1]}, not "
                          f"{run[2]} seed {run[3]} on {run[0]}/{run[1]}")
+    warnings = data.get("autoattack_warnings", {})
+    _check_core_numbers(path, accuracy, manifest["AA"], warnings)
     return SuiteResult(accuracy=accuracy, attacks=manifest, checks={},
-                       autoattack_warnings=data.get("autoattack_warnings", {}), per_image={})
+                       autoattack_warnings=warnings, per_image={})
+
+
+def _check_core_numbers(path: Path, accuracy: Any, aa: dict[str, Any], warnings: Any) -> None:
+    """Refuse (ValueError, naming the file and the key) a core file whose numbers the extras'
+    checks would read wrong: every accuracy (the paper's five among them), AutoAttack's clean
+    accuracy and its robust accuracy after each attack (Square's and another's) must be a finite
+    percentage in [0, 100], and AutoAttack's warnings lists of text."""
+    redo = "rerun the core evaluation (`wscat evaluate --part core`)"
+
+    def shown(value: Any) -> str:  # as the file spells it (NaN, null), cut short
+        text = json.dumps(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    def percentages(key: str, values: Any, required: tuple[str, ...]) -> None:
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: {key} is {shown(values)}, not an object of name -> "
+                             f"percentage; {redo}")
+        for name in required:
+            if name not in values:
+                raise ValueError(f"{path}: {key}.{name} is missing; {redo}")
+        for name, value in values.items():
+            if not is_percent(value):
+                raise ValueError(f"{path}: {key}.{name} is {shown(value)}, not a finite "
+                                 f"percentage in [0, 100]; {redo}")
+
+    percentages("accuracy", accuracy, ATTACKS)
+    percentages("manifest.attacks.AA", {"clean_accuracy": aa["clean_accuracy"]}, ())
+    after = aa["robust_accuracy_after"]
+    percentages("manifest.attacks.AA.robust_accuracy_after", after, ("square",))
+    if len(after) < 2:  # the Square check compares it with the white-box attacks before it
+        raise ValueError(f"{path}: manifest.attacks.AA.robust_accuracy_after holds no white-box "
+                         f"attack beside square; {redo}")
+    if not (isinstance(warnings, dict) and all(
+            isinstance(found, list) and all(isinstance(w, str) for w in found)
+            for found in warnings.values())):
+        raise ValueError(f"{path}: autoattack_warnings is {shown(warnings)}, not an object of "
+                         f"attack -> list of warnings; {redo}")
 
 
 def weights_digest(net: torch.nn.Module) -> str:

@@ -33,6 +33,10 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
     check_input_kind(checkpoint, "checkpoint", "--checkpoint", fields)
     check_writable(out, metrics)
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
+    if len(split.unlabelled) == 0:  # nothing to label: say why rather than fail inside torch
+        raise ValueError(f"{split_path} has no unlabelled images to label (every training "
+                         f"image is labelled); set datasets.{dataset}.labelled to a label budget "
+                         "and split again")
     source = load_dataset(dataset, params["datasets"][dataset])
     check_split_fits(split, len(source.labels), split_path)
     spec = None if model is None else RunConfig.from_params(

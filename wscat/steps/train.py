@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from wscat.checkpoint import check_run
-from wscat.config import RunConfig
+from wscat.config import RunConfig, method_for
 from wscat.data import ImageDataset, load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
 from wscat.data.training_data import (add_generated, load_generated, load_pseudo_labels,
@@ -84,6 +84,13 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     if kind != "pseudo" and pseudo_path is not None:  # not read: say so rather than ignore it
         raise ValueError(f"method '{method}' trains on no pseudo-labels (data: {kind}); drop "
                          "--pseudo, or name a method that does (e.g. wscat, rst)")
+    if labeler_checkpoint is not None and not run.method_params.get("generated"):  # not read
+        takers = [name for name in params["methods"]
+                  if method_for(params, name, dataset).get("generated")]
+        raise ValueError(f"method '{method}' has no generated images to label "
+                         f"(methods.{method}.generated is not set); drop --labeler-checkpoint "
+                         "(it is read only by a method with generated images: "
+                         f"{', '.join(takers) or 'none in these params'})")
     source = load_dataset(dataset, params["datasets"][dataset])
     check_training_device(device, model=model, parameters=model_parameters(run, source),
                           cpu_named=device_named)
