@@ -63,14 +63,20 @@ def seed_value(text: str) -> int:
     return value
 
 
+THREADS_MAX = 1024  # torch's thread pool crashes the process (SIGSEGV) far above this
+
+
 def threads_value(text: str) -> int:
-    """A number of CPU threads: an integer >= 1."""
+    """A number of CPU threads: an integer from 1 to THREADS_MAX."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer; give 1 or more") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} threads; give 1 or more")
+    if value > THREADS_MAX:
+        raise argparse.ArgumentTypeError(f"{value} threads; give at most {THREADS_MAX} (this "
+                                         f"machine has {os.cpu_count()} CPUs)")
     return value
 
 
@@ -373,10 +379,7 @@ def _add_dataset(args: argparse.Namespace, params: Params) -> None:
     from wscat.steps import add_dataset
 
     written = add_dataset.run(args.params, args.name, args.npz, out=args.out)
-    configfile = "" if args.out is None else f" --configfile {written}"
-    print(f"added datasets.{args.name}, training.{args.name} and experiments.{args.name} to "
-          f"{written} (commented: edit them there); next: snakemake -n{configfile} -- "
-          f"results/tables/{args.name}.tex")
+    print(add_dataset.report(args.name, written))
 
 
 COMMANDS: dict[str, Command] = {
@@ -546,6 +549,8 @@ def guard(args: argparse.Namespace) -> None:
                 raise ValueError(f"{flag} {path} is a file, not a folder; pass the results "
                                  "folder (default: results)")
     files, folders = step_outputs(args)
+    if args.step == "add-dataset":  # --out may name --params: the in-place edit (add_dataset.run)
+        inputs = {flag: value for flag, value in inputs.items() if flag != "--params"}
     guard_outputs(inputs, files, folders)
 
 

@@ -55,6 +55,8 @@ def pick_device(name: str | torch.device | None = "auto", threads: int | None = 
         device = None
     if device is None or device.type not in ("cpu", "cuda"):
         raise ValueError(f"{given}: not a device wscat runs on; give {CHOICES}")
+    if device.type == "cpu":  # cpu:0 is the CPU too; torch.load cannot map to an indexed CPU
+        return torch.device("cpu")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"{given}: no CUDA device here; {use_cpu}")
     if device.type == "cuda" and device.index is not None \

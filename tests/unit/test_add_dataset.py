@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from wscat import cli
-from wscat.config import ConfigError, load_params
+from wscat.config import ConfigError, load_params, method_for, training_for
 from wscat.data.sources import archive_status, load_dataset
 from wscat.steps import add_dataset
 
@@ -43,7 +43,8 @@ def test_blocks_go_to_the_end_of_their_sections_and_nothing_else_changes(
     changes = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
     assert {tag for tag, *_ in changes} == {"equal", "insert"}  # every old line kept, in order
     inserts = [new[j1:j2] for tag, _, _, j1, j2 in changes if tag == "insert"]
-    assert len(inserts) == 3 and all(line.startswith("  ") for block in inserts for line in block)
+    # datasets, training, experiments, and methods.mt.per_dataset (the teacher's decays)
+    assert len(inserts) == 4 and all(line.startswith("  ") for block in inserts for line in block)
     load_params(params)  # valid
     loaded = yaml.safe_load(params.read_text())  # as written (load_params adds the sweeps)
     assert list(loaded["experiments"])[-1] == list(loaded["datasets"])[-1] == "rgb"
@@ -180,3 +181,169 @@ def test_the_edit_keeps_line_ends_and_links(tmp_path: Path, monkeypatch: pytest.
     changes = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
     assert {tag for tag, *_ in changes} == {"equal", "insert"}  # every old line kept, in order
     assert "rgb" in yaml.safe_load(written.decode())["datasets"]
+
+
+# --- Mean Teacher's teacher on the new dataset: CIFAR's horizons in epochs --------------------
+
+def rule(cifar_decay: float, steps: int) -> float:
+    """params.yaml's methods.mt rule: CIFAR's decay at 391 steps an epoch averages over
+    1 / ((1 - d) * 391) epochs; the same horizon at `steps` an epoch."""
+    return 1 - 1 / (1 / ((1 - cifar_decay) * 391) * steps)
+
+
+@pytest.mark.parametrize(("images", "steps", "near"), [
+    (17700, 111, (0.965, 0.9965)),  # 14160 training images: the proxy's 111 steps
+    (1797, 12, (0.68, 0.968)),  # sklearn digits' size, no test part: 12 steps
+], ids=["proxy-like", "digits-like"])
+def test_the_teacher_keeps_cifars_horizons_in_epochs(tmp_path: Path, images: int, steps: int,
+                                                     near: tuple[float, float]) -> None:
+    """Before: the trainer's EMA was scaled to the data but the teacher kept CIFAR's per-step
+    0.99 / 0.999, which at 12 steps an epoch average over 8 / 83 epochs (the audit's digits-like
+    npz: pseudo-labels 77% against 96% with the rule's decays)."""
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    data = npz(tmp_path / "mine.npz", n=images, classes=10, size=8, test=images != 1797)
+    add_dataset.run(params, "mine", data)
+    loaded = load_params(params)  # the whole file validates
+    assert f"{steps} steps an epoch" in "".join(add_dataset.blocks(
+        "mine", "mine.npz", "0" * 32, add_dataset.inspect("mine", data), loaded)["training"])
+    written = yaml.safe_load(params.read_text())["methods"]["mt"]["per_dataset"]["mine"]
+    assert set(written) == {"teacher_decay", "teacher_decay_late"}  # the labeler's 100 epochs:
+    knobs = method_for(loaded, "mt", "mine")  # methods.mt's ramp-up of 30 kept
+    assert knobs["rampup_epochs"] == 30 and knobs["consistency"] == 50.0
+    for got, cifar, close in zip((knobs["teacher_decay"], knobs["teacher_decay_late"]),
+                                 (0.99, 0.999), near, strict=True):
+        assert abs((1 - got) / (1 - rule(cifar, steps)) - 1) < 0.05, (got, rule(cifar, steps))
+        assert abs(got - close) < 0.011, got
+    if steps == 111:
+        assert (written["teacher_decay"], written["teacher_decay_late"]) == (0.965, 0.9965)
+    text = params.read_text()
+    assert "1 - 1/(horizon x steps)" in text and f"at {steps} steps," in text  # the rule, stated
+
+
+@pytest.mark.parametrize(("cifar", "steps", "decay"), [
+    (0.99, 391, 0.99), (0.999, 391, 0.999),  # CIFAR-10 itself: methods.mt's own
+    (0.99, 111, 0.965), (0.999, 111, 0.9965),  # the proxy: params.yaml's entry
+    (0.99, 12, 0.67), (0.999, 12, 0.967),  # digits' 12 steps
+    (0.99, 2, 0.0), (0.999, 2, 0.8)])  # under a step of memory: the student itself
+def test_teacher_decay_follows_the_rule(cifar: float, steps: int, decay: float) -> None:
+    assert add_dataset.teacher_decay(cifar, steps) == decay
+
+
+def test_a_labeler_of_other_epochs_keeps_the_ramp_ups_share(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(add_dataset, "EPOCHS", 20)  # the labeler: 50 epochs, not methods.mt's 100
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    add_dataset.run(params, "mine", npz(tmp_path / "mine.npz"))
+    loaded = load_params(params)
+    assert training_for(loaded, "mine", "mt")["epochs"] == 50
+    assert method_for(loaded, "mt", "mine")["rampup_epochs"] == 15  # 30 of 100 -> 15 of 50
+
+
+def test_a_params_file_without_per_dataset_gets_one(tmp_path: Path) -> None:
+    text = (ROOT / "params.yaml").read_text()
+    start = text.index("    per_dataset:\n      # Fixed a priori: 0.99")
+    end = text.index("\n  rst:\n")
+    params = tmp_path / "params.yaml"
+    params.write_text(text[:start] + text[end + 1:])
+    assert "per_dataset" not in yaml.safe_load(params.read_text())["methods"]["mt"]
+    add_dataset.run(params, "mine", npz(tmp_path / "mine.npz"))
+    assert set(load_params(params)["methods"]["mt"]["per_dataset"]) == {"mine"}
+
+
+def test_the_speed_switches_cite_docs_speed(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    add_dataset.run(params, "mine", npz(tmp_path / "mine.npz"))
+    text = params.read_text()
+    assert '(README, "Speed")' not in text and "docs/speed.md" in text.split("  mine:")[2]
+    assert (ROOT / "docs/speed.md").is_file()
+
+
+# --- --out: a new file, or the params file itself -----------------------------------------------
+
+def test_an_existing_out_is_refused_and_kept(tmp_path: Path) -> None:
+    params, other = tmp_path / "params.yaml", tmp_path / "other.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    other.write_text("precious: true\n")
+    with pytest.raises(OSError, match="other.yaml exists") as refused:
+        add_dataset.run(params, "mine", npz(tmp_path / "mine.npz"), out=other)
+    assert "--params" in str(refused.value) and "new file" in str(refused.value)
+    assert other.read_text() == "precious: true\n"
+    assert params.read_text() == (ROOT / "params.yaml").read_text()
+
+
+@pytest.mark.parametrize("form", ["same-path", "symlink"])
+def test_out_may_be_the_params_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    form: str) -> None:
+    """--out naming --params is the default in-place edit, spelled out."""
+    monkeypatch.chdir(tmp_path)
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    out = params
+    if form == "symlink":
+        out = tmp_path / "link.yaml"
+        out.symlink_to(params.name)
+    written = add_dataset.run(params, "mine", npz(tmp_path / "mine.npz"), out=out)
+    assert written.resolve() == params.resolve() and "mine" in load_params(params)["datasets"]
+    assert not params.is_symlink() and (form != "symlink" or out.is_symlink())
+
+
+def cli_add(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str
+            ) -> tuple[int, str, str]:
+    """`wscat add-dataset mine mine.npz EXTRA...` in-process: (exit status, stdout, stderr)."""
+    data = npz(tmp_path / "mine.npz")
+    code = cli.main(["add-dataset", "mine", str(data), *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_refuses_an_existing_out_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    (tmp_path / "o2.yaml").write_text((ROOT / "params.yaml").read_text() + "# mine\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    code, out, err = cli_add(tmp_path, capsys, "--out", "o2.yaml")
+    assert code == 2 and not out and len(err.splitlines()) == 1, err
+    assert "o2.yaml" in err and "--params" in err, err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name != "mine.npz"} == {
+        k: v for k, v in before.items() if k != "mine.npz"}
+
+
+def test_cli_takes_out_equal_to_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "o3.yaml").write_text((ROOT / "params.yaml").read_text())
+    code, out, err = cli_add(tmp_path, capsys, "--params", "o3.yaml", "--out", "o3.yaml")
+    assert code == 0, err
+    assert "mine" in load_params(tmp_path / "o3.yaml")["datasets"]
+
+
+@pytest.mark.parametrize("how", [
+    ["--params", "o3.yaml"], ["--out", "o3.yaml"], ["--params", "sub/params.yaml"]])
+def test_the_next_step_names_the_file_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str],
+                                              how: list[str]) -> None:
+    """Before: `--params o3.yaml` (no --out) printed `snakemake -n -- ...` without --configfile,
+    which reads ./params.yaml and finds no experiment 'mine'."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    for name in ("params.yaml", "o3.yaml", "sub/params.yaml"):
+        if name != "o3.yaml" or how[0] == "--params":
+            (tmp_path / name).write_text((ROOT / "params.yaml").read_text())
+    code, out, err = cli_add(tmp_path, capsys, *how)
+    assert code == 0, err
+    assert f"next: snakemake -n --configfile {how[1]} -- results/tables/mine.tex" in out, out
+
+
+def test_the_next_step_for_params_yaml_here_needs_no_configfile(tmp_path: Path) -> None:
+    here = Path.cwd()
+    assert add_dataset.next_step("mine", here / "params.yaml") == (
+        "snakemake -n -- results/tables/mine.tex")
+    assert add_dataset.next_step("mine", Path("params.yaml")) == (
+        "snakemake -n -- results/tables/mine.tex")
+    other = tmp_path / "o3.yaml"
+    assert add_dataset.next_step("mine", other) == (
+        f"snakemake -n --configfile {other} -- results/tables/mine.tex")

@@ -90,3 +90,16 @@ def test_the_cpu_by_name_goes_on_to_train(split, tmp_path, monkeypatch):
     monkeypatch.setattr(train_step, "train", trainer)
     assert _train(params, split_path, tmp_path / "run", device_named=True)["best_epoch"] == 1
     assert started == [("wrn-28-10", "cpu")]
+
+
+def test_an_indexed_cpu_is_the_cpu_and_loads_checkpoints(tmp_path):
+    """--device cpu:0 (or WSCAT_DEVICE=cpu:0) names the CPU: torch.load cannot map onto an
+    indexed CPU, which once made a good checkpoint read as "damaged; delete it and retrain"."""
+    from wscat.checkpoint import load_checkpoint, save_checkpoint
+    from wscat.device import pick_device
+
+    device = pick_device("cpu:0")
+    assert device == torch.device("cpu") and device.index is None
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, {"weights": torch.nn.Linear(2, 2).state_dict(), "meta": {"seed": 1}})
+    assert set(load_checkpoint(path, map_location=device)) >= {"weights"}

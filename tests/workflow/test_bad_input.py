@@ -250,6 +250,17 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
         x_test=bad.images(shape=(3, 8, 8)), y_test=Y)), SPLIT.replace("digits", "toy"), "channel-first"),
     ("npz-dataset-text", bad.both(bad.toy_dataset("toy.npz"), bad.text("toy.npz", "x,y\n1,2\n")),
      SPLIT.replace("digits", "toy"), "not an .npz file"),
+    ("npz-dataset-label-beyond-int64", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
+        "toy.npz", x_train=bad.images(), y_train=Y.astype(np.uint64) + np.uint64(2**63),
+        x_test=bad.images(seed=1), y_test=Y)), SPLIT.replace("digits", "toy"), "not a class index"),
+    ("npz-dataset-test-only-class", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
+        "toy.npz", x_train=bad.images(), y_train=Y % 5, x_test=bad.images(seed=1), y_test=Y)),
+     SPLIT.replace("digits", "toy"), "which no training image has"),
+    # an argument the step would not read: refused, not ignored
+    ("labeler-checkpoint-not-read", None, TRAIN.format(split="s.npz")
+     + " --labeler-checkpoint run/best.pt", "drop --labeler-checkpoint"),
+    ("threads-beyond-the-most", None, TRAIN.format(split="s.npz") + " --threads 100000",
+     "argument --threads"),
     ("split-empty-validation", bad.npz_edit("s.npz", "bad.npz", lambda a: a.update(validation=a["validation"][:0])),
      TRAIN.format(split="bad.npz"), "`validation` part is empty"),
     ("split-is-folder", bad.text("dir.npz/keep", ""), TRAIN.format(split="dir.npz"), "is a folder"),

@@ -56,6 +56,11 @@ def _pool_and_test(dataset: str, labels: np.ndarray, *, train_size: int | None,
     if train_size is not None:
         if not 0 < train_size <= len(labels):
             raise ValueError(f"train_size = {train_size} but the dataset has {len(labels)} samples")
+        unseen = np.setdiff1d(labels[train_size:], labels[:train_size])
+        if unseen.size:  # a class to be tested on that nothing can be trained on
+            raise ValueError(f"{dataset}: the test labels (y_test) hold class {unseen[0]}, which "
+                             "no training image has; give every test class training images, or "
+                             "drop its test images")
         return everything[:train_size], everything[train_size:]
     if test_fraction is None:
         raise ValueError(f"{dataset} has no official test split; set datasets.{dataset}."

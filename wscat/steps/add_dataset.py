@@ -4,32 +4,42 @@ The npz is read by the same loader as the split step (uint8 N x H x W x C images
 0..K-1; x_test/y_test optional), plus the checks a class-balanced split needs. Then three
 commented blocks go into params.yaml, each at the end of its section: `datasets.NAME` (the split
 and threat model), `training.NAME` (the schedule) and `experiments.NAME` (the demo's methods on
-it), so that `snakemake -- results/tables/NAME.tex` builds its table. The rest of the file is
-kept byte for byte; the result is validated before it replaces the file (atomically), and
-nothing is written when NAME exists or any check fails. The npz is only read.
+it), so that `snakemake -- results/tables/NAME.tex` builds its table; and one entry,
+`methods.mt.per_dataset.NAME`: the Mean Teacher's teacher decays for NAME's epochs. The rest of
+the file is kept byte for byte; the result is validated before it replaces the file
+(atomically), and nothing is written when NAME exists or any check fails. The npz is only read;
+`out` is a new file or the params file itself, never another file overwritten.
 """
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wscat.config import ConfigError, load_params
+from wscat.config import ConfigError, load_params, method_for
+from wscat.errors import OutputError
 from wscat.io import atomic_path
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]*$")  # the schema's name_key: a results/ path component
 SECTIONS = ("datasets", "training", "experiments")
 DEMO_METHODS = ("standard", "trades", "mt", "rst", "wscat")  # the demo's columns
 MIN_CLASSES = 4  # AutoAttack's targeted DLR loss reads the 3rd and 4th largest logits
+DIM_SCALE = 32  # a brightest pixel at or below it: a 0..max scale (digits' 0..16), not 0..255
 MIN_PER_CLASS = 6  # 5 labelled (1 of them validation: 20%) and at least 1 unlabelled
 TEST_FRACTION = 0.2  # held out when the npz has no test part (digits' share)
 EPOCHS = 40  # the demo's schedule; the labeler trains 2.5 times as long, as on digits
 BATCH = 128
+# Mean Teacher (methods.mt): its teacher decays are CIFAR-10's, per step at 391 steps an epoch
+# (50000 images, batch 128); its rampup_epochs is a share of a 100-epoch labeler run (30 of 100).
+CIFAR_STEPS = 391
+MT_LABELER_EPOCHS = 100
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,13 @@ def inspect(name: str, path: Path) -> NpzSummary:
         raise ValueError(f"{where}: x_train's pixels are all 0 or 1, which reads as black; store "
                          "uint8 images with pixel = value * 255 (e.g. (x * 255).round().astype("
                          "np.uint8) for images in [0, 1])")
+    top = int(images.max())
+    if top <= DIM_SCALE:
+        raise ValueError(f"{where}: x_train's brightest pixel is {top} of 255, so the images look "
+                         f"stored on a 0..{top} scale (judged by the largest training pixel; "
+                         f"{DIM_SCALE} or less is refused), where the threat model's eps of 8/255 "
+                         f"would be {8 / top:.0%} of the range; rescale them to uint8 0..255, "
+                         f"e.g. (x * 255 / {top}).round().astype(np.uint8)")
     if data.num_classes < MIN_CLASSES:
         raise ValueError(f"{where}: {data.num_classes} classes; the evaluation's AutoAttack (its "
                          f"targeted DLR loss) needs at least {MIN_CLASSES}")
@@ -90,6 +107,46 @@ def _decay(steps: int) -> float:
     return min(0.995, round(1 - 1 / max(10, steps), 3))
 
 
+def teacher_decay(cifar: float, steps: int) -> float:
+    """The Mean Teacher decay at `steps` an epoch that keeps the horizon in epochs `cifar` has at
+    CIFAR-10's 391 steps (params.yaml's rule for digits and the proxy): horizon = 1 / ((1 -
+    cifar) x 391) epochs, decay = 1 - 1/(horizon x steps); 1 - decay to two significant digits
+    (the proxy's 111 steps: 0.965 / 0.9965), and a memory of one step at least (0: the student)."""
+    rate = (1 - cifar) * CIFAR_STEPS / steps
+    return 0.0 if rate >= 1 else float(1 - Decimal(f"{rate:.2g}"))
+
+
+def teacher_entry(name: str, steps: int, labeler_epochs: int, params: dict[str, Any]
+                  ) -> list[str]:
+    """methods.mt.per_dataset.NAME: the teacher's decays at NAME's steps an epoch, and the ramp-up
+    scaled to the labeler's epochs where they differ from methods.mt's 100; [] without a Mean
+    Teacher `mt`."""
+    if "mt" not in params["methods"]:
+        return []
+    mt = method_for(params, "mt")
+    if mt.get("objective") != "mean_teacher":
+        return []
+    early, late = mt["teacher_decay"], mt["teacher_decay_late"]
+    knobs = {"teacher_decay": teacher_decay(early, steps),
+             "teacher_decay_late": teacher_decay(late, steps)}
+    horizons = " / ".join(f"{1 / ((1 - d) * CIFAR_STEPS):.2g}" for d in (early, late))
+    rampup = mt["rampup_epochs"]
+    ramp = f"ramp-up: methods.mt's {rampup} of {MT_LABELER_EPOCHS} epochs"
+    if labeler_epochs == MT_LABELER_EPOCHS:
+        ramp += f", the labeler's {labeler_epochs} too"
+    else:
+        knobs["rampup_epochs"] = round(rampup * labeler_epochs / MT_LABELER_EPOCHS)
+        ramp += f", the same share of the labeler's {labeler_epochs}"
+    return [
+        "# wscat add-dataset: the teacher keeps CIFAR-10's horizons in epochs: "
+        f"{early} / {late} at {CIFAR_STEPS}",
+        f"# steps an epoch = {horizons} epochs; at {steps} steps, decay = 1 - 1/(horizon x "
+        "steps), 1 - decay",
+        f"# to 2 significant digits; {ramp}",
+        f"{name}: {{{', '.join(f'{key}: {value}' for key, value in knobs.items())}}}",
+    ]
+
+
 def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str, Any]
            ) -> dict[str, list[str]]:
     """The three sections' blocks (lines without indentation) with defaults from the data."""
@@ -99,6 +156,7 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
     labelled = per_class * summary.classes
     batch = min(BATCH, pool)
     steps = math.ceil(pool / batch)
+    labeler_epochs = round(EPOCHS * 2.5)
     padding = max(1, round(height / 8))
     test_line = ([f"# the npz's own {summary.test} test images (x_test, y_test) are the test set"]
                  if summary.test else
@@ -146,12 +204,12 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
         f"  ema_decay: {_decay(steps)}           # a memory of about an epoch, 10 steps at least",
         "  ema_warmup_epochs: 2.5",
         "  val_every: 1",
-        "  precision: fp32           # bf16, channels_last, compile: on a GPU (README, \"Speed\")",
+        "  precision: fp32           # bf16, channels_last, compile: on a GPU (docs/speed.md)",
         "  channels_last: false",
         "  compile: false",
         "  deterministic: true",
         "  per_method:",
-        f"    mt: {{epochs: {round(EPOCHS * 2.5)}}}         # the Mean Teacher labeler trains "
+        f"    mt: {{epochs: {labeler_epochs}}}         # the Mean Teacher labeler trains "
         "longer, as the paper's does",
     ]
     experiment = [
@@ -162,24 +220,60 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
         "  seeds: [1, 2, 3]",
         f"  methods: [{', '.join(methods)}]",
     ]
-    return {"datasets": dataset, "training": training, "experiments": experiment}
+    teacher = teacher_entry(name, steps, labeler_epochs, params)
+    return {"datasets": dataset, "training": training, "experiments": experiment,
+            **({"methods.mt.per_dataset": teacher} if teacher else {})}
+
+
+KEY = re.compile(r"""(\s*)("[^"]*"|'[^']*'|[^\s#'"{\[][^:#]*?)\s*:(\s|$)""")  # `  key:` of a line
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _content(line: str) -> bool:
+    """Whether a line holds YAML (not blank, not only a comment)."""
+    return bool(line.strip()) and not line.lstrip().startswith("#")
+
+
+def _entries(lines: list[str], lo: int, hi: int) -> list[tuple[int, str]]:
+    """(line index, key) of the block mapping's entries in lines[lo:hi]: the lines at the indent
+    of its first content line."""
+    content = [i for i in range(lo, hi) if _content(lines[i])]
+    if not content:
+        return []
+    indent = _indent(lines[content[0]])
+    keys = [(i, KEY.match(lines[i])) for i in content if _indent(lines[i]) == indent]
+    return [(i, match.group(2).strip("\"'")) for i, match in keys if match]
 
 
 def insert(text: str, section: str, block: list[str]) -> str:
-    """`text` with `block` appended to the top-level mapping `section`, indented as its entries;
-    every other line kept as it is."""
+    """`text` with `block` appended to the block mapping `section` (a top-level key, or a dotted
+    path such as `methods.mt.per_dataset`), indented as its entries; a missing last level is added
+    (`per_dataset:`); every other line kept as it is."""
     lines = text.splitlines(keepends=True)
-    top = [i for i, line in enumerate(lines) if re.match(r"[A-Za-z_][\w-]*\s*:", line)]
-    start = next((i for i in top if lines[i].split(":")[0].strip() == section), None)
-    if start is None or lines[start].split(":", 1)[1].split("#")[0].strip():
-        raise ConfigError(f"params file's `{section}:` is not a block mapping (one entry a line), "
-                          "so add-dataset cannot add to it; add the section by hand")
-    end = next((i for i in top if i > start), len(lines))
-    while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
-        end -= 1  # the next section's leading comments and blank lines stay with it
-    entries = [line for line in lines[start + 1:end] if line.strip() and
-               not line.lstrip().startswith("#")]
-    indent = (len(entries[0]) - len(entries[0].lstrip())) if entries else 2
+    path = section.split(".")
+    lo, hi, parent = 0, len(lines), -2  # the mapping's lines, and the indent of its key
+    for depth, key in enumerate(path):
+        found = [i for i, name in _entries(lines, lo, hi) if name == key]
+        where = ".".join(path[:depth + 1])
+        if not found and depth == len(path) - 1 and depth > 0:
+            block = [f"{key}:", *(f"  {line}" if line else "" for line in block)]
+            break
+        if not found or lines[found[-1]].split(":", 1)[1].split("#")[0].strip():
+            raise ConfigError(f"params file's `{where}:` is not a block mapping (one entry a "
+                              "line), so add-dataset cannot add to it; add the entry by hand")
+        start = found[-1]
+        parent = _indent(lines[start])
+        lo, hi = start + 1, next((i for i in range(start + 1, hi) if _content(lines[i]) and
+                                  _indent(lines[i]) <= parent), hi)
+    entries = [line for line in lines[lo:hi] if _content(line)]
+    indent = _indent(entries[0]) if entries else parent + 2
+    end = hi
+    while end > lo and not _content(lines[end - 1]) and (
+            not lines[end - 1].strip() or _indent(lines[end - 1]) < indent):
+        end -= 1  # what follows keeps its leading comments and blank lines
     if lines[end - 1:end] and not lines[end - 1].endswith("\n"):
         lines[end - 1] += "\n"
     added = [" " * indent + line + "\n" if line else "\n" for line in block]
@@ -197,14 +291,31 @@ def _stored_path(npz: Path) -> str:
         return str(resolved)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (links and `..` resolved, or one inode)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
 def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Path:
-    """Check `npz`, then write the params file with NAME's three blocks added: to `out`, or
-    in place of `params_file`. Returns the file written."""
+    """Check `npz`, then write the params file with NAME's blocks added: to `out` (a new file),
+    or in place of `params_file` (`out` None or the params file itself). Returns the file
+    written."""
     from wscat.data.sources.archives import md5_of
 
     if not NAME.match(name):
         raise ValueError(f"'{name}' is not a dataset name: use lower-case letters, digits, - and _, "
                          "starting with a letter (it becomes a results/ folder)")
+    if out is not None and _same_file(out, params_file):
+        out = None  # the default in-place edit, named
+    if out is not None and os.path.lexists(out):
+        raise OutputError(errno.EEXIST, f"--out {out} exists and is not the --params file; pass "
+                          f"a new file, or pass it as --params (--params {out}) to add the "
+                          "blocks to it (nothing was written)")
     params = load_params(params_file)
     for section in SECTIONS:
         if name in params.get(section, {}):
@@ -226,3 +337,16 @@ def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Pat
         if os.path.exists(target):
             os.chmod(tmp, os.stat(target).st_mode & 0o777)
     return target
+
+
+def next_step(name: str, written: Path) -> str:
+    """The dry run to try next: Snakemake reads ./params.yaml unless given `--configfile`."""
+    here = _same_file(written, Path("params.yaml"))
+    configfile = "" if here else f" --configfile {written}"
+    return f"snakemake -n{configfile} -- results/tables/{name}.tex"
+
+
+def report(name: str, written: Path) -> str:
+    """The line `wscat add-dataset` prints when done."""
+    return (f"added datasets.{name}, training.{name} and experiments.{name} to {written} "
+            f"(commented: edit them there); next: {next_step(name, written)}")

@@ -38,11 +38,18 @@ def _channels_first(x: np.ndarray, key: str) -> np.ndarray:
     return x.transpose(0, 3, 1, 2)
 
 
-def _labels(y: np.ndarray, key: str, n: int) -> np.ndarray:
+def _labels(y: np.ndarray, key: str, n: int, n_train: int) -> np.ndarray:
+    """`n` integer labels as int64. Every class 0..K-1 needs a training image, so a label must be
+    below `n_train` (the training images' count); checked before the cast, which would wrap a
+    uint64 label of 2**63 or more to a negative one."""
     if not np.issubdtype(y.dtype, np.integer) or y.shape != (n,):
         raise ValueError(f"{key} is {y.dtype} {y.shape}, expected {n} integer labels")
     if n and y.min() < 0:
         raise ValueError(f"{key} has negative labels; labels run 0..K-1")
+    if n and int(y.max()) >= n_train:
+        raise ValueError(f"{key} holds label {int(y.max())}, not a class index: labels run 0..K-1 "
+                         f"and every class needs training images, of which there are {n_train}; "
+                         "renumber the labels 0..K-1")
     return y.astype(np.int64)
 
 
@@ -90,12 +97,12 @@ class Npz:
                 if not x_train.size:  # before the statistics, which would divide by 0
                     raise ValueError(f"x_train is empty (shape {data['x_train'].shape}); store "
                                      "the training images there, N x H x W x C with N, H, W > 0")
-                y_train = _labels(data["y_train"], "y_train", len(x_train))
+                y_train = _labels(data["y_train"], "y_train", len(x_train), len(x_train))
                 if no_test:
                     x_test, y_test = x_train[:0], y_train[:0]
                 else:
                     x_test = _channels_first(data["x_test"], "x_test")
-                    y_test = _labels(data["y_test"], "y_test", len(x_test))
+                    y_test = _labels(data["y_test"], "y_test", len(x_test), len(x_train))
                     if not len(x_test):  # an evaluation of 0 images has no accuracy
                         raise ValueError(f"x_test is empty (shape {data['x_test'].shape}); "
                                          "store the test images there, or drop x_test and "
