@@ -328,9 +328,11 @@ def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
     remote = workflow_copy(tmp_path / "slurm", cluster_params())
     profile_dir = slurm_profile(remote / "profile")
     slurm_log = (tmp_path / "slurm.log").open("w")
+    # WSCAT_DEVICE=cpu, as docs/workflow.md tells a CPU-only cluster's users to export (the
+    # paper's models train on a CPU only when it is named): the jobs must see it
     snakemake = subprocess.Popen(
-        [BIN / "snakemake", "--workflow-profile", profile_dir, "--", TABLE], cwd=remote, env=env,
-        stdout=slurm_log, stderr=subprocess.STDOUT)
+        [BIN / "snakemake", "--workflow-profile", profile_dir, "--", TABLE], cwd=remote,
+        env={**env, "WSCAT_DEVICE": "cpu"}, stdout=slurm_log, stderr=subprocess.STDOUT)
     # Kill WSCAT's training once its first epoch is checkpointed: the retry resumes from it.
     resume = remote / "results/models/digits/cnn/wscat/seed1/resume/last.pt"
     killed = None
@@ -358,6 +360,9 @@ def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
     assert states[killed]["state"] == "CANCELLED", states
     log = (remote / "results/logs/train/digits/cnn/wscat/seed1.log").read_text()
     assert "resuming wscat seed 1 from epoch" in log, log[-2000:]
+    assert log.startswith("device: cpu, ") and "--device auto" not in log.splitlines()[0], log[:300]
+    local_train = (local / "results/logs/train/digits/cnn/wscat/seed1.log").read_text()
+    assert "(--device auto: no CUDA device here)" in local_train.splitlines()[0]  # the contrast
     # a job asks SLURM for its threads as CPUs, and the step runs with as many
     cpus = {job["comment"].split("_wildcards_")[0]: job["cpus"] for job in states.values()}
     assert cpus == {"rule_train": "1", "rule_pseudo_label": "2", "rule_evaluate": "1"}, states
