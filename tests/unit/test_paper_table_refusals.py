@@ -154,6 +154,22 @@ def paper_table(out: str = "ptr") -> list[str]:
             "--results", "results", "--tex", f"{out}.tex", "--csv", f"{out}.csv"]
 
 
+def test_a_paper_table_across_models_takes_its_good_files(
+        tmp_path: Path, monkeypatch, tier_params, capsys) -> None:
+    """tab-sup holds runs of one method and seed on two models (cnn, cnn-wide; the paper tier's
+    Tab-mode, on three datasets, likewise): each extra file is checked with its own model's core
+    file, not refused as a second extra of that method and seed."""
+    label = "tab-sup"
+    monkeypatch.chdir(tmp_path)
+    files = paper.table_inputs(tier_params, TIER, label, "results")
+    for path in files:
+        run = paper.Run(*Path(path).parts[-4:-1], int(Path(path).stem.split("-")[0][4:]))
+        write(path, metrics(tier_params, run, part="extra" if "-extra" in path else None))
+    assert len({Path(path).parts[-4:-2] for path in files}) > 1  # more than one model or dataset
+    accepted(["paper-table", "--params", str(PARAMS), "--tier", TIER, "--label", label,
+              "--results", "results", "--tex", "t.tex", "--csv", "t.csv"], capsys)
+
+
 def test_paper_table_refuses_metrics_of_another_training(tier_work, tier_params, capsys) -> None:
     """Metrics of another training (a changed schedule or model) made a paper table that
     `wscat table` refused on the same files."""
