@@ -336,6 +336,8 @@ def test_the_next_step_names_the_file_written(tmp_path: Path, monkeypatch: pytes
     code, out, err = cli_add(tmp_path, capsys, *how)
     assert code == 0, err
     assert f"next: snakemake -n --configfile {how[1]} -- results/tables/mine.tex" in out, out
+    assert out.startswith("added datasets.mine, training.mine, experiments.mine and "
+                          "methods.mt.per_dataset.mine to "), out  # every entry it wrote
 
 
 def test_the_next_step_for_params_yaml_here_needs_no_configfile(tmp_path: Path) -> None:

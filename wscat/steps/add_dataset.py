@@ -348,5 +348,9 @@ def next_step(name: str, written: Path) -> str:
 
 def report(name: str, written: Path) -> str:
     """The line `wscat add-dataset` prints when done."""
-    return (f"added datasets.{name}, training.{name} and experiments.{name} to {written} "
+    import yaml
+
+    mt = (yaml.safe_load(Path(written).read_text()).get("methods") or {}).get("mt") or {}
+    teacher = f" and methods.mt.per_dataset.{name}" if name in (mt.get("per_dataset") or {}) else ""
+    return (f"added datasets.{name}, training.{name}, experiments.{name}{teacher} to {written} "
             f"(commented: edit them there); next: {next_step(name, written)}")
