@@ -658,7 +658,8 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     saved = record.read_text()
     for wall in ("NaN", "1e400", '"600"', "-3"):  # what json reads as nan, inf, text, negative
         record.write_text(re.sub(r'"wall_s": [^,}]+', f'"wall_s": {wall}', saved))
-        assert "wall_s is" in refused(two) and f"{record}: " in refused(two)
+        err = refused(two)
+        assert "wall_s is" in err and f"{record}: " in err
     record.write_text(saved)
     # Files of a seed's folder that are there but broken: one line naming the file.
     for name, broken, says in (
@@ -668,10 +669,12 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
         path = two / "seed2" / name
         saved = path.read_text()
         path.write_text(broken)
-        assert f"{path}: " in refused(two) and says in refused(two)
+        err = refused(two)
+        assert f"{path}: " in err and says in err
         path.write_text(saved)
     (two / "seed2/params.yaml").rename(two / "seed2/params.yml")
-    assert "params.yaml: missing, so" in refused(two) and "--params" not in refused(two)
+    err = refused(two)
+    assert "params.yaml: missing, so" in err and "--params" not in err
     (two / "seed2/params.yml").rename(two / "seed2/params.yaml")
     code, err = _render(capsys, "--seeds-dir", str(two), "--out", str(out / "table.md"))
     assert code == 2 and "is a file; pass a folder" in err
