@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.tiny import ROOT, tiny_params, write_params
+from tests.workflow.test_bad_input import one_line_error as bad_input_line
 from wscat import cli
 from wscat.config import load_params, validate_params
 from wscat.metrics import harmonic_mean
@@ -21,28 +22,15 @@ from wscat.workflow import evaluation_fingerprint, training_fingerprint
 
 PARAMS = ROOT / "params.yaml"  # its paper tier `digits`
 TIER, LABEL = "digits", "Tab-RQ1-digits"
-UNEXPECTED = ": error: unexpected "  # the catch-all's line (a bug)
-
-
-def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in folder.rglob("*")}
 
 
 def one_line_error(command: list[str], phrases: tuple[str, ...], work: Path, capsys) -> str:
-    """`wscat command` in-process: exit 2 through the anticipated path, exactly one line on
-    stderr holding every phrase, no traceback, no file new or changed under `work`."""
-    before = snapshot(work)
-    capsys.readouterr()
-    code = cli.main(command)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and "Traceback" not in err and UNEXPECTED not in lines[0], err
-    for phrase in phrases:
-        assert phrase in lines[0], lines[0]
-    assert snapshot(work) == before, "the refused step left files behind"
-    return lines[0]
+    """tests/workflow/test_bad_input.py's check (exit 2, one stderr line, no traceback, nothing
+    new or changed under `work`), with every one of `phrases` in the line."""
+    line = bad_input_line(command, phrases[0], work, capsys)
+    for phrase in phrases[1:]:
+        assert phrase in line, line
+    return line
 
 
 def accepted(command: list[str], capsys) -> None:

@@ -184,6 +184,11 @@ def _percent(path: str, numbers: Any, key: str) -> float:
     return float(value)
 
 
+def _percents(path: str, numbers: Any, keys: tuple[str, ...]) -> dict[str, float]:
+    """`_percent` of each of `keys`, from numbers read once."""
+    return {key: _percent(path, numbers, key) for key in keys}
+
+
 def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> None:
     """Fig-beta, one panel per dataset; the chosen beta maximises the validation harmonic mean
     of natural and PGD accuracy (the paper's tuning rule), and is recorded in the CSV."""
@@ -196,11 +201,10 @@ def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> N
         points = []
         for beta, method in paper.beta_points(params, tier, entry):
             runs = [paper.Run(entry["dataset"], model, method, s) for s in seeds]
-            test = [{key: _percent(r.metrics(root), _load(r.metrics(root), r).get("accuracy"),
-                                   key) for key in ("Natural", "PGD")} for r in runs]
-            val = [{key: _percent(r.validation(root), data, key)
-                    for key in ("Natural", "PGD", "HM")}
-                   for r in runs for data in [_load(r.validation(root), r)]]
+            test = [_percents(r.metrics(root), _load(r.metrics(root), r).get("accuracy"),
+                              ("Natural", "PGD")) for r in runs]
+            val = [_percents(r.validation(root), _load(r.validation(root), r),
+                             ("Natural", "PGD", "HM")) for r in runs]
             natural = float(np.mean([t["Natural"] for t in test]))
             pgd = float(np.mean([t["PGD"] for t in test]))
             points.append({"dataset": entry["name"], "beta": beta, "method": method,

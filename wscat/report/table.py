@@ -101,20 +101,25 @@ def read_runs(metrics_files: Iterable[Path]) -> list[tuple[Path, dict]]:
 
 
 def _merge_extras(datas: list[tuple[Path, dict]]) -> list[tuple[Path, dict]]:
-    """Fold each `--part extra` metrics file (AA-paper, NRF, checks) into its run's core file."""
-    extras: dict[tuple[str, int], tuple[Path, dict]] = {}
+    """Fold each `--part extra` metrics file (AA-paper, NRF, checks) into its run's core file: the
+    same dataset, model, method and seed (a paper table spans models and datasets: tab-sup,
+    Tab-mode)."""
+    def run(data: dict) -> tuple[str, str, str, int]:
+        return data["dataset"], data["model"], data["method"], data["seed"]
+
+    extras: dict[tuple[str, str, str, int], tuple[Path, dict]] = {}
     for path, data in datas:
         if data.get("part") == "extra":
-            key = (data["method"], data["seed"])
+            key = run(data)
             if key in extras:
-                raise ValueError(f"{path}: extra metrics of {key[0]} seed {key[1]} already read "
+                raise ValueError(f"{path}: extra metrics of {key[2]} seed {key[3]} already read "
                                  f"from {extras[key][0]}")
             extras[key] = (path, data)
     merged = []
     for path, data in datas:
         if data.get("part") == "extra":
             continue
-        extra_path, extra = extras.pop((data["method"], data["seed"]), (None, None))
+        extra_path, extra = extras.pop(run(data), (None, None))
         if extra is not None:
             _check_extra_bound(path, data, extra_path, extra)
             manifest = dict(data.get("manifest") or {})

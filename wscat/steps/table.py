@@ -98,12 +98,7 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
                                  "); pass metrics of the experiment's runs, or the params they "
                                  "were made with")
     stale, measured = [], []
-    # A paper table spans datasets and models (tab-sup: cnn and cnn-wide; Tab-mode: three
-    # datasets): each extra file folds into the core file of its own dataset and model.
-    runs_of: dict[tuple[str, str], list[tuple[Path, dict[str, Any]]]] = {}
-    for path, data in read:
-        runs_of.setdefault((data["dataset"], data["model"]), []).append((path, data))
-    for path, data in [run for group in runs_of.values() for run in _merge_extras(group)]:
+    for path, data in _merge_extras(read):
         run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
         manifest = data.get("manifest") or {}
         recorded = (manifest.get("training") or {}).get("fingerprint")
