@@ -212,6 +212,22 @@ def evaluation_fingerprint(params: dict[str, Any], dataset: str) -> str:
     return fingerprint(evaluate_params(params, dataset))
 
 
+def extra_fingerprint(params: dict[str, Any], dataset: str) -> str:
+    """The fingerprint of the extra part's settings (`evaluate_params(..., extra=True)`: the
+    core's with NRF and the checks): what an extra metrics file was measured with."""
+    return fingerprint(evaluate_params(params, dataset, extra=True))
+
+
+def validation_fingerprint(params: dict[str, Any], dataset: str) -> str:
+    """The fingerprint of what `wscat validate` measures with: the checkpoint the workflow
+    passes it (best or last), the PGD attack (steps, batch) and the dataset's threat model."""
+    evaluation = evaluation_for(params, dataset)
+    cfg = params["datasets"][dataset]
+    return fingerprint(to_json({
+        "evaluation": {key: evaluation[key] for key in ("checkpoint", "pgd_steps", "batch_size")},
+        "threat": {key: cfg[key] for key in ("eps", "eval_step_size")}}))
+
+
 def paper_section(params: dict[str, Any], tier: str) -> str:
     """What a tier's outputs read from params.yaml: the tier, and every experiment it names."""
     spec = paper.tier_spec(params, tier)

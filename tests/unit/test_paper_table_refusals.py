@@ -18,7 +18,7 @@ from wscat import cli
 from wscat.config import load_params, validate_params
 from wscat.metrics import harmonic_mean
 from wscat.report import paper
-from wscat.workflow import evaluation_fingerprint, training_fingerprint
+from wscat.workflow import evaluation_fingerprint, extra_fingerprint, training_fingerprint
 
 PARAMS = ROOT / "params.yaml"  # its paper tier `digits`
 TIER, LABEL = "digits", "Tab-RQ1-digits"
@@ -50,7 +50,9 @@ def metrics(params: dict, run: paper.Run, *, part: str | None = None,
             "manifest": {"training": {"fingerprint": training_fingerprint(
                              params, run.dataset, run.model, run.method),
                              "weights_sha256": "0" * 16},
-                         "evaluation_settings": evaluation_fingerprint(params, run.dataset)}}
+                         "evaluation_settings": evaluation_fingerprint(params, run.dataset),
+                         **({"extra_settings": extra_fingerprint(params, run.dataset)}
+                            if part == "extra" else {})}}
 
 
 def write(path: str | Path, data: dict) -> None:

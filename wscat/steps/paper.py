@@ -83,6 +83,40 @@ def check_metrics(params: dict[str, Any], files: list[str]) -> None:
                        runs={str(Path(path)): run_of(path) for path in metrics}, unrecorded=True)
 
 
+def check_validation(params: dict[str, Any], files: list[str]) -> None:
+    """The validation files among a figure's inputs (Fig-beta's): each its run's own, measured
+    on the training and with the validation settings the params give now (the fingerprints
+    `wscat validate` records: wscat.workflow.training_fingerprint, validation_fingerprint),
+    naming each file and its Snakemake target; a file recording neither, written by hand, is
+    not checked on them (as `check_metrics`)."""
+    from wscat.report.figures import _load
+    from wscat.workflow import training_fingerprint, validation_fingerprint
+
+    stale = []
+    for path in files:
+        if (made_by(path) or ("",))[0] != paths.VALIDATION:
+            continue
+        run = run_of(path)
+        manifest = _load(path, run).get("manifest") or {}
+        found = []
+        for what, recorded, now in (
+                ("training", (manifest.get("training") or {}).get("fingerprint"),
+                 training_fingerprint(params, run.dataset, run.model, run.method)),
+                ("validation settings", manifest.get("validation_settings"),
+                 validation_fingerprint(params, run.dataset))):
+            if recorded is not None and recorded != now:
+                found.append(f"{what} {recorded}, the params give {now}")
+        if found:
+            stale.append((path, run.validation(), ", ".join(found)))
+    if stale:
+        listed = "; ".join(f"{path} ({found})" for path, _, found in stale)
+        forced = " ".join(target for _, target, _ in stale)
+        raise ValueError(f"{len(stale)} validation file(s) were measured on another training or "
+                         "with other validation settings (checkpoint, PGD steps, batch, threat) "
+                         f"than the params give now: {listed}; re-validate them under these "
+                         f"params: snakemake --forcerun {forced} -- <this figure>")
+
+
 def run_table(params: dict[str, Any], *, tier: str, label: str, results: str, tex: Path,
               csv: Path) -> None:
     """One of the paper's tables: LaTeX and a long CSV."""
@@ -155,6 +189,7 @@ def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, 
     files = paper.figure_inputs(params, tier, figure, results)
     require(files)
     check_metrics(params, files)
+    check_validation(params, files)
     if figure == "Fig-beta":
         figures.beta_figure(params, tier, results, out)
     elif figure == "Fig-unlabel":

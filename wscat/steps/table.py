@@ -72,12 +72,15 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
     metrics measured on a checkpoint of another training (their manifest's training
     fingerprint, wscat.workflow.training_fingerprint) or with other evaluation settings (their
     manifest's `evaluation_settings`, wscat.workflow.evaluation_fingerprint: the same function
-    `wscat evaluate` records them with), naming each file and what to rerun: a table never
-    mixes two trainings or two evaluations. `unrecorded`: a file whose manifest records no
-    training or no evaluation settings (written by hand) is not checked on what it lacks."""
+    `wscat evaluate` records them with), and extras (an extra part, or a `--part all` file)
+    with other NRF or check settings (`extra_settings`, wscat.workflow.extra_fingerprint),
+    naming each file and what to rerun: a table never mixes two trainings or two evaluations.
+    `unrecorded`: a file whose manifest records no training, no evaluation settings or no extra
+    settings (written by hand, or before they were recorded) is not checked on what it lacks."""
     from wscat import paths
+    from wscat.report.cells import EXTRA_METRICS
     from wscat.report.table import _merge_extras, _read_metrics
-    from wscat.workflow import evaluation_fingerprint, training_fingerprint
+    from wscat.workflow import evaluation_fingerprint, extra_fingerprint, training_fingerprint
 
     read = [(Path(path), _read_metrics(Path(path))) for path in metrics]
     spec = params["experiments"][experiment] if experiment is not None else None
@@ -97,6 +100,17 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
                                  f"do not configure ({section}: has {', '.join(params[section])}"
                                  "); pass metrics of the experiment's runs, or the params they "
                                  "were made with")
+    extras = []
+    for path, data in read:  # each extra file itself: its settings fold away with it
+        if data.get("part") == "extra" or (data.get("part") is None
+                                           and set(EXTRA_METRICS) & set(data["accuracy"])):
+            run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
+            settings = (data.get("manifest") or {}).get("extra_settings")
+            now = extra_fingerprint(params, run.dataset)
+            if settings != now and not (unrecorded and settings is None):
+                target = run.extra() if data.get("part") == "extra" else run.metrics()
+                extras.append((str(path), target, f"{settings or 'none recorded'}, the params "
+                                                  f"give {now}"))
     stale, measured = [], []
     for path, data in _merge_extras(read):
         run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
@@ -123,3 +137,11 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
                          "settings (test images, attacks, threat) than the params give now: "
                          f"{files}; re-evaluate them under these params (snakemake --forcerun "
                          f"{forced} -- <this table>), or pass the params they were measured with")
+    if extras:
+        files = "; ".join(f"{path} (extra settings {found})" for path, _, found in extras)
+        forced = " ".join(target for _, target, _ in extras)
+        raise ValueError(f"{len(extras)} extra metrics file(s) were measured with other extra "
+                         "settings (NRF, the gradient-masking checks) than the params give now: "
+                         f"{files}; rerun their extra evaluation (`wscat evaluate --part extra`) "
+                         f"under these params (snakemake --forcerun {forced} -- <this table>), "
+                         "or pass the params they were measured with")

@@ -14,7 +14,7 @@ from wscat.data import load_dataset, raw_files
 from wscat.data.split import load_split_of
 from wscat.inference import load_model
 from wscat.io import check_writable, guard_outputs, write_json
-from wscat.workflow import split_params, training_fingerprint
+from wscat.workflow import split_params, training_fingerprint, validation_fingerprint
 
 
 def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
@@ -22,7 +22,9 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     """Fig-beta's tuning numbers on the validation set, with the model in eval mode; written to
     `out` (JSON). A checkpoint of another run (dataset, model, method, seed) is refused, as
     `wscat evaluate` refuses it, one of another training than these params give, and a split
-    made with other split params than these."""
+    made with other split params than these. The manifest records the training's fingerprint
+    and the validation settings' (wscat.workflow.validation_fingerprint): Fig-beta refuses
+    numbers of another training or settings than the params give."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint}, {"--out": out})
@@ -30,7 +32,8 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
     check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
-    check_trained_by(checkpoint, meta, training_fingerprint(params, dataset, model, method))
+    training = training_fingerprint(params, dataset, model, method)
+    check_trained_by(checkpoint, meta, training)
     source = load_dataset(dataset, params["datasets"][dataset])
     x, y = source.take(torch.as_tensor(split.validation), device)
     evaluation = evaluation_for(params, dataset)
@@ -42,6 +45,8 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
               "seed": seed, "n": len(x), "set": "validation",
               "manifest": {"checkpoint": str(checkpoint), "epoch": meta["epoch"], "ema": True,
                            "model_mode": "eval", "pgd_steps": evaluation["pgd_steps"],
-                           "eps": run.data["eps"], "step_size": run.data["eval_step_size"]}}
+                           "eps": run.data["eps"], "step_size": run.data["eval_step_size"],
+                           "training": {"fingerprint": training},
+                           "validation_settings": validation_fingerprint(params, dataset)}}
     write_json(out, result)
     return result
