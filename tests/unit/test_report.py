@@ -162,6 +162,38 @@ def test_tex_layout_and_bold(tmp_path: Path) -> None:
     assert rows[1][2] == r"{$\bm{81.00}_{\pm1.00}$}"
 
 
+def test_the_tex_md_and_both_csvs_print_a_mean_alike(tmp_path: Path, monkeypatch) -> None:
+    """numpy's rounding (x * 100, then half to even) put 57.40 in the .tex and .md of a mean of
+    57.405000000000001 (and 56.60 for 56.594999999999999), the paper tier's CSV 57.41 (56.59): one
+    rounding, Python's of the exact value, for every file."""
+    from wscat.report.markdown import table_markdown
+    from wscat.report.paper_tables import _csv
+
+    pgd = {"trades": [66.6566, 49.673, 55.8854], "wscat": [71.0497, 40.3116, 58.4237]}
+    monkeypatch.setitem(ACCURACY, "trades", {**ACCURACY["trades"], "PGD": pgd["trades"]})
+    monkeypatch.setitem(ACCURACY, "wscat", {**ACCURACY["wscat"], "PGD": pgd["wscat"]})
+    files = make_metrics(tmp_path / "metrics")
+    paths = build(tmp_path, files)
+    _, rows, _ = parse_tabular(paths["tex_path"].read_text())
+    tex = dict(zip(METHODS, rows[1 + METRICS.index("PGD")][1:]))
+    summary = summarise(collect(files), METHODS)
+    md = table_markdown(summary, methods=METHODS, display_names=DISPLAY, adversarial=ADVERSARIAL,
+                        caption="c")  # write_table's .md (with the paired comparison)
+    md_row = next(line for line in md.splitlines() if line.startswith("| PGD "))
+    shown_md = dict(zip(METHODS, md_row.split("|")[2:]))
+    with paths["csv_path"].open(newline="") as handle:
+        ours = {r["method"]: r for r in csv.DictReader(handle) if r["metric"] == "PGD"}
+    tier = _csv([{"table": "t", "dataset": "digits", "model": "cnn", **row}
+                 for row in summary.to_dict("records")])
+    tier_rows = {r["method"]: r for r in csv.DictReader(tier.splitlines()) if r["metric"] == "PGD"}
+    for method, printed in (("trades", "57.41"), ("wscat", "56.59")):
+        assert f"{statistics.fmean(pgd[method]):.2f}" == printed
+        assert CELL.fullmatch(tex[method])[2] == printed, tex[method]
+        assert shown_md[method].strip(" *").split(" ± ")[0] == printed
+        assert ours[DISPLAY[method]]["mean"] == tier_rows[method]["mean"] == printed
+        assert ours[DISPLAY[method]]["std"] == tier_rows[method]["std"]
+
+
 def test_tex_compiles(tmp_path: Path) -> None:
     tex = build(tmp_path, make_metrics(tmp_path / "metrics"))["tex_path"].read_text()
     spec, rows, _ = parse_tabular(tex)  # the structural check stands in where pdflatex is absent

@@ -26,6 +26,13 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIALS.get(char, char) for char in text)
 
 
+def shown(value: float) -> float:
+    """A mean or std as every table file prints it (.tex, .md, .csv): Python's rounding of the
+    exact value to 2 decimals, as `f"{value:.2f}"`. Not numpy's (`np.round`, `round` of a numpy
+    float), which rounds value * 100 and put 57.40 for a mean of 57.405000000000001."""
+    return round(float(value), 2)
+
+
 def row_name(metric: str, metrics: Sequence[str]) -> str:
     """A row's name: 'AA (standard)' and 'AA (paper's variant)' once both AutoAttacks are shown."""
     return ROW_NAMES.get(metric, metric) if len(metrics) > 6 else metric
@@ -43,10 +50,10 @@ def shown_cells(summary: pd.DataFrame, methods: Sequence[str], adversarial: Iter
     adversarial = set(adversarial)
     rows = []
     for metric in metrics:
-        shown = [(round(cells.at[(m, metric), "mean"], 2), round(cells.at[(m, metric), "std"], 2))
-                 for m in methods]
-        best = max((mean for (mean, _), m in zip(shown, methods) if m in adversarial),
+        printed = [(shown(cells.at[(m, metric), "mean"]), shown(cells.at[(m, metric), "std"]))
+                   for m in methods]
+        best = max((mean for (mean, _), m in zip(printed, methods) if m in adversarial),
                    default=None)
         rows.append((metric, [(mean, std, m in adversarial and mean == best)
-                              for (mean, std), m in zip(shown, methods)]))
+                              for (mean, std), m in zip(printed, methods)]))
     return rows

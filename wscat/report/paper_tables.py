@@ -16,7 +16,7 @@ import pandas as pd
 
 from wscat.data.split import load_split
 from wscat.report import paper
-from wscat.report.cells import METRICS, latex_escape
+from wscat.report.cells import METRICS, latex_escape, shown
 from wscat.report.names import display_name, is_adversarial
 from wscat.report.table import (SPREAD, _environment, collect, read_runs, render_tex, seed_std,
                                 summarise)
@@ -37,12 +37,15 @@ def _csv(rows: list[dict[str, Any]]) -> str:
 
 
 def _fmt(value: Any) -> str:
-    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:.2f}"
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    return f"{shown(value):.2f}"
 
 
 def _cell(mean: float, std: float | None, n_seeds: int, bold: bool = False) -> str:
-    body = rf"\bm{{{mean:.2f}}}" if bold else f"{{{mean:.2f}}}"
-    return f"${body}_{{\\pm{std:.2f}}}$" if n_seeds > 1 and std is not None else f"${body}$"
+    body = rf"\bm{{{shown(mean):.2f}}}" if bold else f"{{{shown(mean):.2f}}}"
+    return (f"${body}_{{\\pm{shown(std):.2f}}}$" if n_seeds > 1 and std is not None
+            else f"${body}$")
 
 
 def grid(*, caption: str, label: str, colspec: str, header: list[str], rows: list[dict[str, Any]],

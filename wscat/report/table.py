@@ -13,7 +13,8 @@ import pandas as pd
 
 from wscat.io import write_json, write_text
 from wscat.metrics import is_percent
-from wscat.report.cells import EXTRA_METRICS, METRICS, latex_escape, row_name, shown_cells
+from wscat.report.cells import (EXTRA_METRICS, METRICS, latex_escape, row_name, shown,
+                                shown_cells)
 
 BOLD = r"\bm"  # the paper's bold for the best adversarial-training result of a row
 TEMPLATES = Path(__file__).with_name("templates")
@@ -294,8 +295,8 @@ def _long_csv(summary: pd.DataFrame, *, experiment: str, dataset: str, model: st
     seed has no spread: its std is left empty, as reported.csv leaves the paper's."""
     long = summary.assign(table=experiment, dataset=dataset, model=model,
                           method=summary["method"].map(display_names),
-                          mean=summary["mean"].round(2),
-                          std=summary["std"].where(summary["n_seeds"] > 1).round(2))
+                          mean=summary["mean"].map(shown),
+                          std=summary["std"].map(shown).where(summary["n_seeds"] > 1))
     long = long.sort_values("metric", key=lambda metric: metric.map(order.index), kind="stable")
     return long[["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]].to_csv(
         index=False, float_format="%.2f", lineterminator="\n")
