@@ -7,6 +7,16 @@ import math
 
 ATTACKS = ("Natural", "FGSM", "PGD", "CW", "AA")  # the paper's Mean is over these five
 
+# `AA-paper`, the AutoAttack the paper's AA numbers came from: the release's eval_aa.py runs
+# torchattacks' AutoAttack(version="standard", n_classes=...), which is APGD-CE, APGD-T and
+# FAB-T at torchattacks' default 10 iterations with n_classes - 1 targets, then Square with 5,000
+# queries, one restart and torchattacks' defaults (p_init 0.8, the rescaled p schedule)
+# (docs/official-code.md). wscat.attacks.autoattack builds it from pyautoattack's classes; the
+# extra part's settings (wscat.workflow.evaluate_params) include it, so a change of it reruns
+# and refuses the AA-paper numbers measured before.
+AA_PAPER = {"order": ["apgd-ce", "apgd-t", "fab-t", "square"], "iterations": 10,
+            "square": {"queries": 5000, "restarts": 1, "p_init": 0.8, "rescaled_schedule": True}}
+
 
 def harmonic_mean(values: list[float]) -> float:
     """Harmonic mean (0 if any value is 0): the paper's 'Mean' row and its beta-tuning criterion."""

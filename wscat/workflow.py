@@ -19,6 +19,7 @@ from wscat.config import (ConfigError, evaluation_for, load_params, method_for, 
                           unknown_name)
 from wscat.data.capacity import check_splits
 from wscat.data.sources import archive_status, raw_files
+from wscat.metrics import AA_PAPER
 from wscat.report import paper
 
 SKIP_ARCHIVE_CHECK = "WSCAT_SKIP_ARCHIVE_CHECK"  # set: tools that only read the DAG
@@ -159,7 +160,8 @@ def train_params(params: dict[str, Any], dataset: str, model: str, method: str) 
 
 def evaluate_params(params: dict[str, Any], dataset: str, extra: bool = False) -> str:
     """The attacks (the core: without NRF and the checks, which are the extras') and the
-    dataset's threat model."""
+    dataset's threat model; the extras' also the AutoAttack of the paper's column
+    (wscat.metrics.AA_PAPER, fixed in code), so a change of it reruns AA-paper."""
     evaluation = evaluation_for(params, dataset)
     if not extra:
         evaluation = {k: v for k, v in evaluation.items() if k not in ("nrf", "checks")}
@@ -168,6 +170,7 @@ def evaluate_params(params: dict[str, Any], dataset: str, extra: bool = False) -
         "evaluation": evaluation,
         "threat": {key: cfg[key] for key in ("eps", "eval_step_size")},
         "deterministic": params["training"][dataset]["deterministic"],
+        **({"aa_paper": AA_PAPER} if extra else {}),
     })
 
 

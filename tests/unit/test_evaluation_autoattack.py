@@ -6,6 +6,7 @@ from torch import nn
 
 from wscat.attacks import autoattack, shards
 from wscat.attacks.shards import autoattack_accuracy
+from wscat.attacks.square import FastSquareAttack
 from wscat.models import LogitsOnly
 
 
@@ -55,29 +56,40 @@ def test_paper_runs_ten_iterations_and_all_other_classes(num_classes):
     adversary = autoattack.build(LogitsOnly(_model(num_classes)), variant="paper", eps=0.1,
                                  seed=0, n_classes=num_classes, device=torch.device("cpu"))
     config = autoattack.settings(adversary)
-    # The release's third-party AutoAttack runs APGD, APGD-T and FAB, no Square
-    # (docs/official-code.md, "Evaluation"); the manifest lists only what runs.
-    assert config["order"] == ["apgd-ce", "apgd-t", "fab-t"] and "square" not in config
+    # The release's third-party AutoAttack (torchattacks' "standard") runs APGD, APGD-T and FAB
+    # at 10 iterations, then Square (docs/official-code.md, "Evaluation").
+    assert config["order"] == ["apgd-ce", "apgd-t", "fab-t", "square"]
     for attack in ("apgd-ce", "apgd-t", "fab-t"):
         assert config[attack]["iterations"] == 10 and config[attack]["restarts"] == 1
     assert config["apgd-t"]["targets"] == config["fab-t"]["targets"] == num_classes - 1
+    # torchattacks' Square: 5,000 queries, one restart, p_init 0.8, its rescaled p schedule
+    # (the official standard version turns the rescaling off).
+    assert config["square"] == {"queries": 5000, "restarts": 1, "p_init": 0.8,
+                                "rescaled_schedule": True}
+    assert isinstance(adversary.square, FastSquareAttack)
     # APGD's step-size checkpoints follow the 10 iterations (set in its constructor).
     assert adversary.apgd.n_iter_2 == max(int(0.22 * 10), 1)
 
 
-def test_the_paper_variant_runs_no_square(monkeypatch):
+def test_the_paper_variant_ends_with_square_on_the_points_left(monkeypatch):
+    """Square attacks the points the three white-box attacks left, and its result counts."""
     model = _model()
     x, y = _data(model)
     from pyautoattack.square import SquareAttack
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("AA-paper ran Square")
+    calls = []
+    perturb = SquareAttack.perturb
 
-    monkeypatch.setattr(SquareAttack, "perturb", refuse)
+    def counted(self, x_in, y_in=None):
+        calls.append(len(x_in))
+        return perturb(self, x_in, y_in)
+
+    monkeypatch.setattr(SquareAttack, "perturb", counted)
     result = autoattack_accuracy(model, x, y, variant="paper", eps=EPS, seed=0, batch_size=50,
                                  shard_size=100)
-    assert list(result.after) == ["apgd-ce", "apgd-t", "fab-t"]
-    assert result.after["fab-t"] == result.accuracy > 0  # points left that Square would attack
+    assert list(result.after) == ["apgd-ce", "apgd-t", "fab-t", "square"]
+    assert calls and calls[0] == round(result.after["fab-t"] * len(x) / 100)
+    assert result.after["square"] == result.accuracy <= result.after["fab-t"]
 
 
 def test_unknown_variant():

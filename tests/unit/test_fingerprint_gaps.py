@@ -144,3 +144,18 @@ def test_paper_table_refuses_extra_metrics_of_other_settings_not_unrecorded_ones
     edit(stale, lambda data: data["manifest"].update(extra_settings="e" * 16))
     one_line_error(paper_table(), ("1 extra metrics file(s)", stale, "eeee",
                                    f"--forcerun {stale}"), tier_work, capsys)
+
+
+def test_the_aa_paper_configuration_is_part_of_the_extra_settings(monkeypatch) -> None:
+    """AA-paper's attacks are fixed in code (wscat.metrics.AA_PAPER), not in params.yaml: a change
+    of them changes the extras' fingerprint (the evaluate_extra rule's params, so Snakemake reruns
+    them, and `wscat table` refuses the numbers measured before), never the core's."""
+    import wscat.workflow as workflow
+    from wscat.workflow import evaluation_fingerprint
+
+    params = validate_params(tiny_params())
+    extra, core = extra_fingerprint(params, "digits"), evaluation_fingerprint(params, "digits")
+    assert '"aa_paper"' in workflow.evaluate_params(params, "digits", extra=True)
+    monkeypatch.setattr(workflow, "AA_PAPER", {**workflow.AA_PAPER, "order": ["apgd-ce"]})
+    assert extra_fingerprint(params, "digits") != extra
+    assert evaluation_fingerprint(params, "digits") == core

@@ -295,8 +295,8 @@ def test_the_beta_figure_averages_per_seed_harmonic_means(tmp_path: Path) -> Non
 @pytest.mark.parametrize("order, says", [(["apgd-ce", "apgd-t", "fab-t"], "no Square"),
                                          (["apgd-ce", "apgd-t", "fab-t", "square"], "then Square")])
 def test_the_aa_paper_note_says_what_its_manifest_ran(order, says) -> None:
-    """AA-paper runs the release's three attacks and no Square; a file from before that change
-    (Square last) is captioned as what it ran, not as what the code runs now."""
+    """AA-paper runs the release's four attacks, Square last; a file of the three alone (as
+    wscat ran it from 2026-11-27 until Square came back) is captioned as what it ran."""
     from wscat.report.table import _attack_notes
 
     data = {"manifest": {"attacks": {"AA-paper": {"attacks": {"order": order}}}}}
