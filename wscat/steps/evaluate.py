@@ -23,7 +23,7 @@ from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock, write_json
 from wscat.metrics import ATTACKS, is_percent
 from wscat.provenance import versions
-from wscat.training.speed import autocast, configure_backend
+from wscat.training.speed import autocast, configure_backend, tf32_flags
 from wscat.workflow import (evaluation_fingerprint, extra_fingerprint, split_params,
                             training_fingerprint)
 
@@ -149,7 +149,8 @@ def _suite(part: str, net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
 def _manifest(suite: SuiteResult, run: RunConfig, *, n_examples: int, test_set_size: int,
               official_test: bool, checkpoint: Path, epoch: int | None,
               device: torch.device) -> dict[str, Any]:
-    """How the numbers were measured: attacks, threat, test set, checkpoint, precision, versions."""
+    """How the numbers were measured: attacks, threat, test set, checkpoint, precision (and the
+    TF32 flags in force on a CUDA device, None elsewhere), versions."""
     evaluation, threat = run.evaluation, run.data
     return {"attacks": suite.attacks, "eps": threat["eps"], "seed": run.seed,
             "n_examples": n_examples, "test_set_size": test_set_size,
@@ -158,7 +159,7 @@ def _manifest(suite: SuiteResult, run: RunConfig, *, n_examples: int, test_set_s
             "checkpoint": {"path": str(checkpoint), "epoch": epoch, "ema": True,
                            "which": evaluation["checkpoint"]},
             "model_mode": "eval (checked on every forward pass)",
-            "precision": evaluation["precision"],
+            "precision": evaluation["precision"], "tf32": tf32_flags(device),
             "device": str(device), "versions": versions()}
 
 

@@ -36,6 +36,16 @@ def configure_backend(device: torch.device, *, deterministic: bool) -> None:
     torch._C._set_deterministic_algorithms(deterministic, warn_only=True)
 
 
+def tf32_flags(device: torch.device) -> dict[str, bool] | None:
+    """Whether fp32 matmuls and cuDNN convolutions may run in TF32 on `device`, as torch.backends
+    holds them now (after `configure_backend`: both on); None off CUDA, where TF32 does not apply.
+    `precision: fp32` on a CUDA device is fp32 storage with these TF32 products."""
+    if device.type != "cuda":
+        return None
+    return {"matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn": bool(torch.backends.cudnn.allow_tf32)}
+
+
 @contextlib.contextmanager
 def autocast(device: torch.device, precision: Precision) -> Iterator[None]:
     """bf16 autocast around forward passes (attack steps and update); fp32 does nothing."""
