@@ -49,16 +49,17 @@ def trained():
     return net, x[1500:][right][:120], y[1500:][right][:120]
 
 
-def _square(cls, model: nn.Module, eps: float, queries: int, seed: int = 0):
+def _square(cls, model: nn.Module, eps: float, queries: int, seed: int = 0,
+            rescaled: bool = False):
     return cls(LogitsOnly(model).eval(), p_init=0.8, n_queries=queries, eps=eps, norm="Linf",
                n_restarts=1, seed=seed, verbose=False, device=torch.device("cpu"),
-               resc_schedule=False)
+               resc_schedule=rescaled)
 
 
 def _both(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float, queries: int,
-          seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    library = _square(SquareAttack, model, eps, queries, seed).perturb(x, y)
-    ours = _square(FastSquareAttack, model, eps, queries, seed).perturb(x, y)
+          seed: int = 0, rescaled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    library = _square(SquareAttack, model, eps, queries, seed, rescaled).perturb(x, y)
+    ours = _square(FastSquareAttack, model, eps, queries, seed, rescaled).perturb(x, y)
     return library, ours
 
 
@@ -83,6 +84,15 @@ def test_square_matches_the_library_on_a_trained_model(trained):
     with torch.no_grad():
         robust = int((model(library)[1].argmax(1) == y).sum())
     assert 0 < robust < len(y)  # a real contest: some points fall, some hold
+
+
+def test_square_matches_the_library_with_the_rescaled_schedule(trained):
+    """AA-paper's Square (the release's: p's schedule rescaled to the query budget)."""
+    model, x, y = trained
+    library, ours = _both(model, x, y, eps=0.1, queries=800, rescaled=True)
+    assert torch.equal(library, ours)
+    plain = _square(SquareAttack, model, 0.1, 800).perturb(x, y)
+    assert not torch.equal(plain, library)  # the rescaling is in force
 
 
 def _queried_points(attack, monkeypatch, x, y) -> int:
