@@ -18,6 +18,7 @@ from tests.workflow.test_workflow import copy_workflow, job_counts, real_params,
 from tests.helpers.tiny import tiny_params
 from wscat.config import method_for, validate_params
 from wscat.data.split import make_split
+from wscat.metrics import harmonic_mean
 from wscat.report import paper
 from wscat.sweeps import expand_paper, generated
 
@@ -167,11 +168,22 @@ def test_companion_of_table_2_shows_the_differences_to_the_paper(tmp_path: Path)
                     f"{table}-vs-paper.csv"], check=True)
     with open(f"{table}-vs-paper.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    # Every cell, and our AA-paper beside the paper's AA (its numbers come from that variant).
+    # Every cell, our AA-paper beside the paper's AA (its numbers come from that variant), and
+    # beside the paper's Mean our Mean over AA-paper (Mean-paper), not our Mean over AA.
     assert len(rows) == len(cells) + 9 == 63
     variant = [row for row in rows if row["metric"] == "AA-paper"]
     assert len(variant) == 9 and {row["difference"] for row in variant} == {"1.0"}
-    rows = [row for row in rows if row["metric"] != "AA-paper"]
+    assert not [row for row in rows if row["metric"] == "Mean"]
+    means = {row["method"]: row for row in rows if row["metric"] == "Mean-paper"}
+    assert len(means) == 9
+    for method, row in means.items():
+        values = {r["metric"]: float(r["mean"]) for r in cells if r["method"] == method}
+        per_seed = [harmonic_mean([values[m] + seed for m in ("Natural", "FGSM", "PGD", "CW")]
+                                  + [values["AA"] + seed - 1]) for seed in (1, 2, 3)]
+        assert f"{float(row['ours']):.2f}" == f"{np.mean(per_seed):.2f}"
+        assert float(row["paper"]) == values["Mean"]
+        assert "AA-paper" in row["note"]
+    rows = [row for row in rows if row["metric"] not in ("AA-paper", "Mean-paper")]
     assert {row["difference"] for row in rows} == {"2.0"}
     for row in rows:
         assert float(row["ours"]) == pytest.approx(float(row["paper"]) + 2, abs=0.006)
@@ -179,7 +191,10 @@ def test_companion_of_table_2_shows_the_differences_to_the_paper(tmp_path: Path)
     tex = Path(f"{table}-vs-paper.tex").read_text()
     body = tabular_rows(tex)
     assert len(body) == 64 and body[0][-1] == r"$\Delta$"
-    assert all(row[-1] == ("$+1.00$" if row[3] == "AA-paper" else "$+2.00$") for row in body[1:])
+    assert all(row[-1] == ("$+1.00$" if row[3] == "AA-paper" else "$+2.00$") for row in body[1:]
+               if row[3] != "Mean-paper")
+    assert all(row[-1] == f"${float(means[row[2]]['difference']):+.2f}$" for row in body[1:]
+               if row[3] == "Mean-paper")
     wscat_pgd = next(r for r in body if r[2] == "WSCAT" and r[3] == "PGD")
     assert wscat_pgd[5] == "$58.52_{\\pm0.22}$" and wscat_pgd[4].startswith("$60.52")
     # The table itself: 9 method columns, 6 metric rows, the best AT method bold per row.

@@ -15,6 +15,10 @@ METRICS = [*ATTACKS, "Mean"]
 # Shown below Mean when every metrics file has them (issue: evaluation a reviewer can trust):
 # the paper's AutoAttack variant and NRF. Mean stays the harmonic mean of the five above.
 EXTRA_METRICS = ["AA-paper", "NRF"]
+# A paper table's CSV row (not shown in its .tex), where every run has AA-paper: the Mean as the
+# paper computed it, over its AutoAttack (AA-paper) instead of the standard AA; the companion
+# `{label}-vs-paper` puts it beside the paper's Mean (wscat.report.compare).
+PAPER_MEAN = "Mean-paper"
 ROW_NAMES = {"AA": "AA (standard)", "AA-paper": "AA (paper's variant)"}
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                    "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",

@@ -2,7 +2,10 @@
 
 Joins a table's long CSV (wscat.report.paper_tables) with the paper's numbers
 (wscat/report/reported.csv, a copy of the paper's tables) on table, dataset, model, method and
-metric. Only cells the paper reports appear.
+metric. Only cells the paper reports appear. The paper's AA and Mean came from its own, weaker
+AutoAttack: our AA-paper stands beside its AA too, and our Mean-paper (over AA-paper) beside its
+Mean instead of our Mean (over the standard AA), which stays, marked, where no AA-paper was
+measured.
 """
 from __future__ import annotations
 
@@ -12,9 +15,13 @@ from pathlib import Path
 
 from wscat.report import paper
 from wscat.report.paper_tables import grid
-from wscat.report.cells import latex_escape
+from wscat.report.cells import PAPER_MEAN, latex_escape
 
 KEYS = ("table", "dataset", "model", "method", "metric")
+# Our rows put beside the paper's cell of another metric: its AA and Mean are its variant's.
+PAPERS = {"AA-paper": "AA", PAPER_MEAN: "Mean"}
+NOTES = {PAPER_MEAN: "over AA-paper, as the paper's Mean",
+         "Mean": "over the standard AA, not the paper's variant (no AA-paper measured)"}
 
 
 def _number(text: str) -> float | None:
@@ -22,9 +29,11 @@ def _number(text: str) -> float | None:
 
 
 def join(ours_csv: Path, paper_cells: tuple[str, str] | None = None) -> list[dict[str, object]]:
-    """Rows (keys, ours, ours_std, paper, paper_std, difference) for every cell of our table
-    that the paper reports, in our table's order. `paper_cells`: the paper's (dataset, model) to
-    compare every row with, where ours differ (the CIFAR-10 proxy); None: the row's own."""
+    """Rows (keys, ours, ours_std, paper, paper_std, difference, note) for every cell of our
+    table that the paper reports, in our table's order; the paper's Mean beside our Mean-paper
+    where the table has it (our Mean then left out), else beside our Mean, noted as over the
+    standard AA. `paper_cells`: the paper's (dataset, model) to compare every row with, where
+    ours differ (the CIFAR-10 proxy); None: the row's own."""
     with open(ours_csv, newline="") as handle:
         ours = list(csv.DictReader(handle))
     if not ours:
@@ -34,10 +43,13 @@ def join(ours_csv: Path, paper_cells: tuple[str, str] | None = None) -> list[dic
     if missing:
         raise ValueError(f"{ours_csv}: not a wscat paper table CSV (no column {missing[0]})")
     reported = {tuple(row[k] for k in KEYS): row for row in paper.reported()}
+    paper_mean = {tuple(row[k] for k in KEYS[:4]) for row in ours if row["metric"] == PAPER_MEAN}
     joined = []
     for row in ours:
+        if row["metric"] == "Mean" and tuple(row[k] for k in KEYS[:4]) in paper_mean:
+            continue  # the paper's Mean is over its AA variant: Mean-paper stands beside it
         # The paper's AA numbers come from its variant: our AA-paper sits beside them too.
-        key = {**row, "metric": "AA" if row["metric"] == "AA-paper" else row["metric"]}
+        key = {**row, "metric": PAPERS.get(row["metric"], row["metric"])}
         if paper_cells is not None:
             key["dataset"], key["model"] = paper_cells
         theirs = reported.get(tuple(key[k] for k in KEYS))
@@ -46,7 +58,8 @@ def join(ours_csv: Path, paper_cells: tuple[str, str] | None = None) -> list[dic
         value, reference = _number(row["mean"]), _number(theirs["mean"])
         joined.append({**{k: row[k] for k in KEYS}, "ours": value, "ours_std": _number(row["std"]),
                        "paper": reference, "paper_std": _number(theirs["std"]),
-                       "difference": None if value is None else round(value - reference, 2)})
+                       "difference": None if value is None else round(value - reference, 2),
+                       "note": NOTES.get(row["metric"], "")})
     if not joined:
         raise ValueError(f"{ours_csv}: the paper reports none of these cells (table, dataset, "
                          "model, method, metric must match wscat/report/reported.csv)")
@@ -63,7 +76,7 @@ def render(rows: list[dict[str, object]], label: str,
            paper_cells: tuple[str, str] | None = None) -> tuple[str, str]:
     """(LaTeX, CSV) of the companion of table `label`."""
     out = io.StringIO()
-    fields = list(KEYS) + ["ours", "ours_std", "paper", "paper_std", "difference"]
+    fields = list(KEYS) + ["ours", "ours_std", "paper", "paper_std", "difference", "note"]
     writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
@@ -79,8 +92,24 @@ def render(rows: list[dict[str, object]], label: str,
         previous = group
     against = (f" Paper: {paper_cells[0]}, {paper_cells[1]}." if paper_cells else "")
     tex = grid(caption=f"Ours against the paper, cell by cell, for Table {label} "
-                       f"(difference = ours - paper).{against}",
+                       f"(difference = ours - paper).{against}{_which_mean(rows)}",
                label=f"{label}-vs-paper", colspec="llll|ccc",
                header=["Dataset", "Model", "Method", "Metric", "Ours", "Paper", r"$\Delta$"],
                rows=body)
     return tex, out.getvalue()
+
+
+def _which_mean(rows: list[dict[str, object]]) -> str:
+    """The caption's words for the Mean beside the paper's: ours over AA-paper, as the paper's
+    (Mean-paper), or, where no AA-paper was measured, ours over the standard AutoAttack."""
+    metrics = {row["metric"] for row in rows}
+    words = ""
+    if PAPER_MEAN in metrics:
+        words += (f" {PAPER_MEAN}: our harmonic mean of Natural, FGSM, PGD, CW and AA (paper's "
+                  "variant) per seed, mean over seeds, beside the paper's Mean, which was "
+                  "computed over that AutoAttack.")
+    if "Mean" in metrics:
+        words += (" Mean: ours is over the standard AutoAttack (no AA-paper measured), not the "
+                  "paper's variant, so its difference also holds the gap between the two "
+                  "AutoAttacks.")
+    return words

@@ -2,7 +2,8 @@
 
 Every table comes as LaTeX (jinja2) and as a long CSV in the layout of the paper's own numbers
 (reported.csv: table, dataset, model, method, metric, mean, std, n_seeds), so that the companion
-`{label}-vs-paper` is a join of the two.
+`{label}-vs-paper` is a join of the two. Where every run has AA-paper, the CSV also holds the Mean
+as the paper computed it (`PAPER_MEAN`, over AA-paper), which the .tex does not show.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from wscat.data.split import load_split
+from wscat.metrics import ATTACKS, harmonic_mean
 from wscat.report import paper
-from wscat.report.cells import METRICS, latex_escape, shown
+from wscat.report.cells import METRICS, PAPER_MEAN, latex_escape, shown
 from wscat.report.names import display_name, is_adversarial
 from wscat.report.table import (SPREAD, _environment, collect, read_runs, render_tex, seed_std,
                                 summarise)
@@ -48,6 +50,32 @@ def _cell(mean: float, std: float | None, n_seeds: int, bold: bool = False) -> s
             else f"${body}$")
 
 
+def paper_means(accuracies: list[dict[str, float]]) -> list[float] | None:
+    """Per run (seed), the Mean as the paper computed it: the harmonic mean of Natural, FGSM,
+    PGD, CW and AA-paper (the paper's AA numbers came from that variant); None unless every run
+    has AA-paper."""
+    if not accuracies or any("AA-paper" not in accuracy for accuracy in accuracies):
+        return None
+    return [harmonic_mean([accuracy["AA-paper" if metric == "AA" else metric]
+                           for metric in ATTACKS]) for accuracy in accuracies]
+
+
+def _with_paper_mean(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` (table.collect's) with each run's `PAPER_MEAN` after its AA-paper, where every run
+    has AA-paper (`frame.attrs["metrics"]` holds it then); else `frame` itself."""
+    metrics = frame.attrs["metrics"]
+    if "AA-paper" not in metrics:
+        return frame
+    wide = frame.pivot(index=["method", "seed"], columns="metric", values="value")
+    means = pd.DataFrame({"method": wide.index.get_level_values("method"),
+                          "seed": wide.index.get_level_values("seed"), "metric": PAPER_MEAN,
+                          "value": paper_means(wide.to_dict("records"))})
+    at = metrics.index("AA-paper") + 1
+    out = pd.concat([frame, means], ignore_index=True)
+    out.attrs = {**frame.attrs, "metrics": [*metrics[:at], PAPER_MEAN, *metrics[at:]]}
+    return out
+
+
 def grid(*, caption: str, label: str, colspec: str, header: list[str], rows: list[dict[str, Any]],
          notes: list[str] = ()) -> str:
     """A table of LaTeX-ready cells through templates/grid.tex.j2."""
@@ -73,8 +101,8 @@ def performance(params: dict[str, Any], tier: str, label: str, part: str, entry:
 
     experiment = params["experiments"][entry[part]["experiment"]]
     methods, dataset, model = experiment["methods"], experiment["dataset"], experiment["model"]
-    frame = collect([Path(f) for f in files])
-    summary = summarise(frame, methods)
+    frame = _with_paper_mean(collect([Path(f) for f in files]))
+    summary = summarise(frame, methods)  # PAPER_MEAN rows for the CSV; render_tex leaves them out
     names, model_names = _names(params, tier)
     seeds = ", ".join(map(str, experiment["seeds"]))
     if part == "performance":
@@ -126,7 +154,8 @@ def mode_table(params: dict[str, Any], tier: str, files: list[str]
     summaries, rows = {}, []
     for entry in entries:
         experiment = params["experiments"][entry["ablation"]["experiment"]]
-        frame = collect(_metrics_files(files, experiment["dataset"], experiment["model"]))
+        frame = _with_paper_mean(collect(_metrics_files(files, experiment["dataset"],
+                                                        experiment["model"])))
         summaries[entry["dataset"]] = summarise(frame, experiment["methods"]).set_index(
             ["method", "metric"])
     variants = list(dict.fromkeys(m for e in entries
@@ -142,10 +171,14 @@ def mode_table(params: dict[str, Any], tier: str, files: list[str]
             cell = table.loc[(method, "Mean")]
             cells.append(_cell(cell["mean"], cell["std"], int(cell["n_seeds"])))
             model = params["experiments"][entry["ablation"]["experiment"]]["model"]
-            rows.append({"table": "Tab-mode", "dataset": names[entry["dataset"]],
-                         "model": paper.tier_spec(params, tier)["model_names"].get(model, model),
-                         "method": display_name(method), "metric": "Mean", "mean": cell["mean"],
-                         "std": cell["std"], "n_seeds": int(cell["n_seeds"])})
+            model = paper.tier_spec(params, tier)["model_names"].get(model, model)
+            for metric in ("Mean", PAPER_MEAN):  # the CSV's Mean-paper: where AA-paper is
+                if (method, metric) in table.index:
+                    row = table.loc[(method, metric)]
+                    rows.append({"table": "Tab-mode", "dataset": names[entry["dataset"]],
+                                 "model": model, "method": display_name(method),
+                                 "metric": metric, "mean": row["mean"], "std": row["std"],
+                                 "n_seeds": int(row["n_seeds"])})
         body.append({"cells": cells})
     tex = grid(caption="The harmonic mean accuracies of WSCAT and its variants. Each harmonic mean "
                        "is computed over the natural accuracy and the accuracies under FGSM, PGD, "
@@ -184,6 +217,13 @@ def sup_table(params: dict[str, Any], tier: str, files: list[str]
                                  "model": model_names.get(model, model),
                                  "method": display_name(method), "metric": metric, "mean": mean,
                                  "std": std, "n_seeds": len(values)})
+                means = paper_means([d["accuracy"] for d in runs])
+                if means is not None:  # the CSV's Mean-paper, as the performance tables'
+                    rows.append({"table": "tab-sup", "dataset": names[run["dataset"]],
+                                 "model": model_names.get(model, model),
+                                 "method": display_name(method), "metric": PAPER_MEAN,
+                                 "mean": float(np.mean(means)), "std": seed_std(means),
+                                 "n_seeds": len(means)})
                 body.append({"cells": cells, "rule": i == 0 and bool(body)})
     seeds = ", ".join(map(str, spec["seeds"]))
     tex = grid(caption="Performance of models trained by Standard, TRADES and WSCAT-sup (a variant "

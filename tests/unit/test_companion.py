@@ -1,0 +1,115 @@
+"""The companion `{label}-vs-paper` compares like for like: the paper's Mean was computed over its
+own AutoAttack (our AA-paper), so beside it stands our Mean over AA-paper (`Mean-paper`, per seed,
+then the mean over seeds), not our Mean over the standard AutoAttack; where no AA-paper was
+measured, our Mean stays, marked as over the standard AA."""
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_paper_table_refusals import (PARAMS, TIER, accepted, edit,  # noqa: F401
+                                                  metrics, paper_table, tier_params, tier_work,
+                                                  write)
+from wscat.metrics import harmonic_mean
+from wscat.report import paper
+from wscat.report.compare import join, render
+
+HEADER = "table,dataset,model,method,metric,mean,std,n_seeds\n"
+PAPER_WSCAT_MEAN, PAPER_TRADES_MEAN = 59.40, 30.62  # reported.csv, Tab-RQ1-CIFAR10
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_paper_tier_csv_carries_the_mean_over_aa_paper_per_seed(tier_work, tier_params,
+                                                                     capsys) -> None:
+    """Per seed the harmonic mean of Natural, FGSM, PGD, CW and AA-paper, then mean and sample
+    std over seeds, as the table's Mean; a CSV row, not a row of the .tex."""
+    accepted(paper_table(), capsys)
+    table = {(r["method"], r["metric"]): r for r in rows(tier_work / "ptr.csv")}
+    # tests/unit/test_paper_table_refusals.metrics: Natural 80 + s, PGD 40 - s, AA-paper 29.
+    per_seed = [harmonic_mean([80.0 + s, 50.0, 40.0 - s, 35.0, 29.0]) for s in (1, 2, 3)]
+    for method in ("Standard", "WSCAT"):
+        row = table[method, "Mean-paper"]
+        assert row["mean"] == f"{statistics.fmean(per_seed):.2f}"
+        assert row["std"] == f"{statistics.stdev(per_seed):.2f}" and row["n_seeds"] == "3"
+        assert table[method, "Mean"]["mean"] == "43.00"  # the files' own Mean, over AA
+    assert "Mean-paper" not in (tier_work / "ptr.tex").read_text()
+
+
+@pytest.mark.parametrize("label", ["Tab-mode", "tab-sup"])
+def test_tab_mode_and_tab_sup_carry_it_too(tmp_path: Path, monkeypatch, tier_params, capsys,
+                                           label) -> None:
+    monkeypatch.chdir(tmp_path)
+    for path in paper.table_inputs(tier_params, TIER, label, "results"):
+        run = paper.Run(*Path(path).parts[-4:-1], int(Path(path).stem.split("-")[0][4:]))
+        write(path, metrics(tier_params, run, part="extra" if "-extra" in path else None))
+    accepted(["paper-table", "--params", str(PARAMS), "--tier", TIER, "--label", label,
+              "--results", "results", "--tex", "t.tex", "--csv", "t.csv"], capsys)
+    table = rows(tmp_path / "t.csv")
+    means = [r for r in table if r["metric"] == "Mean"]
+    paper_means = [r for r in table if r["metric"] == "Mean-paper"]
+    assert means and len(paper_means) == len(means)
+    seeds = sorted({int(Path(p).stem.removeprefix("seed"))
+                    for p in paper.table_inputs(tier_params, TIER, label, "results")
+                    if "-extra" not in p})
+    per_seed = [harmonic_mean([80.0 + s, 50.0, 40.0 - s, 35.0, 29.0]) for s in seeds]
+    assert {r["mean"] for r in paper_means} == {f"{statistics.fmean(per_seed):.2f}"}
+    assert "Mean-paper" not in (tmp_path / "t.tex").read_text()
+
+
+def test_no_aa_paper_no_mean_paper(tier_work, tier_params, capsys) -> None:
+    for run in paper.experiment_runs(tier_params, "digits-table2"):
+        edit(run.extra("results"), lambda data: data.update(accuracy={}))
+    accepted(paper_table(), capsys)
+    assert not [r for r in rows(tier_work / "ptr.csv") if r["metric"] == "Mean-paper"]
+
+
+def table_csv(tmp_path: Path, *, wscat_paper_mean: bool) -> Path:
+    """Our Tab-RQ1-CIFAR10 CSV for WSCAT (with AA-paper, and Mean-paper where asked) and TRADES
+    (without)."""
+    path = tmp_path / "Tab-RQ1-CIFAR10.csv"
+    lines = [f"Tab-RQ1-CIFAR10,CIFAR10,WRN-28-10,{method},{metric},{mean},1.00,3"
+             for method, metric, mean in (
+                 ("WSCAT", "AA", "50.00"), ("WSCAT", "Mean", "55.00"),
+                 ("WSCAT", "AA-paper", "53.00"),
+                 *([("WSCAT", "Mean-paper", "58.00")] if wscat_paper_mean else []),
+                 ("TRADES", "AA", "25.00"), ("TRADES", "Mean", "31.00"))]
+    path.write_text(HEADER + "\n".join(lines) + "\n")
+    return path
+
+
+def test_the_mean_beside_the_paper_s_is_over_aa_paper_where_measured(tmp_path: Path) -> None:
+    joined = join(table_csv(tmp_path, wscat_paper_mean=True))
+    wscat = {row["metric"]: row for row in joined if row["method"] == "WSCAT"}
+    assert list(wscat) == ["AA", "AA-paper", "Mean-paper"]  # our Mean over AA left out
+    assert (wscat["Mean-paper"]["ours"], wscat["Mean-paper"]["paper"]) == (58.0, PAPER_WSCAT_MEAN)
+    assert wscat["Mean-paper"]["difference"] == pytest.approx(58.0 - PAPER_WSCAT_MEAN)
+    assert "AA-paper" in wscat["Mean-paper"]["note"] and not wscat["AA"]["note"]
+    trades = {row["metric"]: row for row in joined if row["method"] == "TRADES"}
+    assert (trades["Mean"]["ours"], trades["Mean"]["paper"]) == (31.0, PAPER_TRADES_MEAN)
+    assert "standard AA" in trades["Mean"]["note"]
+    tex, companion = render(joined, "Tab-RQ1-CIFAR10")
+    caption = tex.split(r"\caption{")[1].split(r"\label")[0]
+    assert "Mean-paper" in caption and "AA (paper's variant)" in caption
+    assert "standard AutoAttack" in caption  # TRADES' Mean
+    written = list(csv.DictReader(io.StringIO(companion)))
+    assert [(r["method"], r["metric"], r["note"] != "") for r in written] == [
+        ("WSCAT", "AA", False), ("WSCAT", "AA-paper", False), ("WSCAT", "Mean-paper", True),
+        ("TRADES", "AA", False), ("TRADES", "Mean", True)]
+
+
+def test_without_aa_paper_the_mean_row_says_it_is_over_the_standard_aa(tmp_path: Path) -> None:
+    joined = join(table_csv(tmp_path, wscat_paper_mean=False))
+    means = [row for row in joined if row["metric"] == "Mean"]
+    assert [row["method"] for row in means] == ["WSCAT", "TRADES"]
+    assert all("standard AA" in row["note"] for row in means)
+    tex, _ = render(joined, "Tab-RQ1-CIFAR10")
+    caption = tex.split(r"\caption{")[1].split(r"\label")[0]
+    assert "standard AutoAttack" in caption and "Mean-paper" not in caption
