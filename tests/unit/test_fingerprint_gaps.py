@@ -159,3 +159,25 @@ def test_the_aa_paper_configuration_is_part_of_the_extra_settings(monkeypatch) -
     monkeypatch.setattr(workflow, "AA_PAPER", {**workflow.AA_PAPER, "order": ["apgd-ce"]})
     assert extra_fingerprint(params, "digits") != extra
     assert evaluation_fingerprint(params, "digits") == core
+
+
+def test_tables_refuse_aa_paper_of_other_attacks_even_unrecorded(table_work, tier_work,
+                                                                 capsys) -> None:
+    """A file whose manifest says AA-paper ran without Square (wscat's for part of 2026-11-27,
+    before `extra_settings` was recorded) is refused by `wscat table` and by `paper-table`,
+    which otherwise takes files that record no extra settings."""
+    work, _ = table_work
+    three = {"order": ["apgd-ce", "apgd-t", "fab-t"]}
+
+    def without_square(data: dict) -> None:
+        data["manifest"].pop("extra_settings", None)
+        data["manifest"]["attacks"] = {"AA-paper": {"attacks": three}}
+
+    edit(work / "m-extra.json", without_square)
+    one_line_error(table("params.yaml", "m.json", "m-extra.json"),
+                   ("m-extra.json", "AA-paper ran apgd-ce, apgd-t, fab-t",
+                    "apgd-ce, apgd-t, fab-t, square now", "--part extra"), work, capsys)
+    stale = paper.Run("digits", "cnn", "trades", 1).extra(str(tier_work / "results"))
+    edit(stale, without_square)
+    one_line_error(paper_table(), ("1 extra metrics file(s)", "trades/seed1-extra.json",
+                                   "AA-paper ran apgd-ce, apgd-t, fab-t"), tier_work, capsys)

@@ -78,6 +78,7 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
     `unrecorded`: a file whose manifest records no training, no evaluation settings or no extra
     settings (written by hand, or before they were recorded) is not checked on what it lacks."""
     from wscat import paths
+    from wscat.metrics import AA_PAPER
     from wscat.report.cells import EXTRA_METRICS
     from wscat.report.table import _merge_extras, _read_metrics
     from wscat.workflow import evaluation_fingerprint, extra_fingerprint, training_fingerprint
@@ -105,10 +106,17 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
         if data.get("part") == "extra" or (data.get("part") is None
                                            and set(EXTRA_METRICS) & set(data["accuracy"])):
             run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
-            settings = (data.get("manifest") or {}).get("extra_settings")
-            now = extra_fingerprint(params, run.dataset)
-            if settings != now and not (unrecorded and settings is None):
-                target = run.extra() if data.get("part") == "extra" else run.metrics()
+            manifest = data.get("manifest") or {}
+            settings, now = manifest.get("extra_settings"), extra_fingerprint(params, run.dataset)
+            # The attacks AA-paper ran, as its manifest lists them (files of before
+            # `extra_settings` too): those of wscat.metrics.AA_PAPER, or another AutoAttack.
+            ran = ((((manifest.get("attacks") or {}).get("AA-paper") or {}).get("attacks") or {})
+                   .get("order"))
+            target = run.extra() if data.get("part") == "extra" else run.metrics()
+            if ran is not None and list(ran) != AA_PAPER["order"]:
+                extras.append((str(path), target, f"AA-paper ran {', '.join(ran)}; it runs "
+                                                  f"{', '.join(AA_PAPER['order'])} now"))
+            elif settings != now and not (unrecorded and settings is None):
                 extras.append((str(path), target, f"{settings or 'none recorded'}, the params "
                                                   f"give {now}"))
     stale, measured = [], []
@@ -141,7 +149,8 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
         files = "; ".join(f"{path} (extra settings {found})" for path, _, found in extras)
         forced = " ".join(target for _, target, _ in extras)
         raise ValueError(f"{len(extras)} extra metrics file(s) were measured with other extra "
-                         "settings (NRF, the gradient-masking checks) than the params give now: "
+                         "settings (AA-paper's attacks, NRF, the gradient-masking checks) than "
+                         "wscat and the params give now: "
                          f"{files}; rerun their extra evaluation (`wscat evaluate --part extra`) "
                          f"under these params (snakemake --forcerun {forced} -- <this table>), "
                          "or pass the params they were measured with")
