@@ -184,18 +184,20 @@ def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
 
 
 def _companion_markdown(path: Path) -> str:
-    """The companion's CSV as Markdown: ours (mean ± std), the paper's, the difference."""
+    """The companion's CSV as Markdown: ours (mean ± std), the paper's, the difference, and
+    which Mean stands beside the paper's (the companion's note)."""
     import csv
 
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
-    lines = ["| method | metric | ours | paper | ours − paper |", "|---|---|---:|---:|---:|"]
+    lines = ["| method | metric | ours | paper | ours − paper | note |",
+             "|---|---|---:|---:|---:|---|"]
     for row in rows:
         ours = "-" if not row["ours"] else f"{float(row['ours']):.2f}" + (
             f" ± {float(row['ours_std']):.2f}" if row["ours_std"] else "")
         difference = f"{float(row['difference']):+.2f}" if row["difference"] else "-"
         lines.append(f"| {row['method']} | {row['metric']} | {ours} | "
-                     f"{float(row['paper']):.2f} | {difference} |")
+                     f"{float(row['paper']):.2f} | {difference} | {row.get('note') or ''} |")
     return "\n".join(lines) + "\n"
 
 

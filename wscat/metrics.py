@@ -29,3 +29,27 @@ def is_percent(value: object) -> bool:
     """Whether `value` is an accuracy in percent: a finite real number in [0, 100] (not a bool)."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value) and 0 <= value <= 100)
+
+
+def aa_paper_difference(ran: dict | None) -> str | None:
+    """How the AA-paper a metrics file's manifest records (its `attacks` settings, as
+    wscat.attacks.autoattack.settings reads them) differs from AA_PAPER, in words; None where
+    it is the same, or where the file records none."""
+    if not ran:
+        return None
+    order = list(ran.get("order") or [])
+    if order != AA_PAPER["order"]:
+        return f"AA-paper ran {', '.join(order)}; it runs {', '.join(AA_PAPER['order'])} now"
+    for attack in AA_PAPER["order"][:3]:
+        iterations = (ran.get(attack) or {}).get("iterations", AA_PAPER["iterations"])
+        if iterations != AA_PAPER["iterations"]:
+            return (f"AA-paper's {attack} ran {iterations} iterations; it runs "
+                    f"{AA_PAPER['iterations']} now")
+    square = ran.get("square") or {}
+    changed = [key for key, value in AA_PAPER["square"].items()
+               if key in square and square[key] != value]
+    if changed:
+        return ("AA-paper's Square ran with " + ", ".join(f"{k} {square[k]}" for k in changed)
+                + "; it runs with " + ", ".join(f"{k} {AA_PAPER['square'][k]}" for k in changed)
+                + " now")
+    return None

@@ -128,8 +128,8 @@ def test_table_refuses_an_all_part_file_of_other_extra_settings(table_work, caps
     write(work / "all.json", data)
     params["evaluation"]["nrf"]["ib_steps"] = 3
     write_params(work / "changed.yaml", params)
-    one_line_error(table("changed.yaml", "all.json"), ("all.json", "extra settings"), work,
-                   capsys)
+    one_line_error(table("changed.yaml", "all.json"),
+                   ("all.json", "extra settings", "`wscat evaluate --part all`"), work, capsys)
     accepted(table("params.yaml", "all.json"), capsys)
 
 
@@ -181,3 +181,26 @@ def test_tables_refuse_aa_paper_of_other_attacks_even_unrecorded(table_work, tie
     edit(stale, without_square)
     one_line_error(paper_table(), ("1 extra metrics file(s)", "trades/seed1-extra.json",
                                    "AA-paper ran apgd-ce, apgd-t, fab-t"), tier_work, capsys)
+
+
+def test_paper_table_refuses_aa_paper_with_the_official_square_schedule(tier_work,
+                                                                        capsys) -> None:
+    """Before 2026-11-27 AA-paper ran Square with the official schedule (not rescaled, as the
+    release's torchattacks runs it): same order, refused on the schedule its manifest records."""
+    official = {"order": ["apgd-ce", "apgd-t", "fab-t", "square"],
+                "apgd-ce": {"iterations": 10}, "apgd-t": {"iterations": 10},
+                "fab-t": {"iterations": 10},
+                "square": {"queries": 5000, "restarts": 1, "p_init": 0.8,
+                           "rescaled_schedule": False}}
+
+    def old(data: dict) -> None:
+        data["manifest"].pop("extra_settings", None)
+        data["manifest"]["attacks"] = {"AA-paper": {"attacks": official}}
+
+    edit(paper.Run("digits", "cnn", "wscat", 3).extra("results"), old)
+    one_line_error(paper_table(), ("wscat/seed3-extra.json", "Square ran with rescaled_schedule "
+                                   "False; it runs with rescaled_schedule True"), tier_work,
+                   capsys)
+    official["square"]["rescaled_schedule"] = True  # what AA-paper runs now: taken
+    edit(paper.Run("digits", "cnn", "wscat", 3).extra("results"), old)
+    accepted(paper_table("good"), capsys)

@@ -275,9 +275,9 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
     unnamed = [method for method in methods if method not in display_names]
     if unnamed:
         raise ValueError(f"no display name for method(s) {', '.join(unnamed)}")
-    rows, shown = [], shown_cells(summary, methods, adversarial)
-    metrics = [metric for metric, _ in shown]
-    for metric, cells in shown:
+    rows, shown_rows = [], shown_cells(summary, methods, adversarial)
+    metrics = [metric for metric, _ in shown_rows]
+    for metric, cells in shown_rows:
         row = [f"${BOLD if bold else ''}{{{mean:.2f}}}_{{\\pm{std:.2f}}}$"
                for mean, std, bold in cells]
         rows.append({"metric": latex_escape(row_name(metric, metrics)), "cells": row,
@@ -308,13 +308,13 @@ def _paired_comparison(runs: list[tuple[Path, dict]], methods: Sequence[str],
     from wscat.report import paired
 
     others = [m for m in methods if m in adversarial and m != paired.REFERENCE]
-    shown = [d for _, d in runs if d["method"] in methods]
+    tabulated = [d for _, d in runs if d["method"] in methods]
     if paired.REFERENCE not in methods:
         return pd.DataFrame(columns=paired.COLUMNS)
     try:
-        flags = paired.correctness(shown)
+        flags = paired.correctness(tabulated)
     except paired.NotTheTablesMean as refusal:  # the table stands; the interval is refused
-        return paired.without_interval(shown, others, str(refusal))
+        return paired.without_interval(tabulated, others, str(refusal))
     return paired.paired_interval(flags, others)
 
 

@@ -78,7 +78,7 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
     `unrecorded`: a file whose manifest records no training, no evaluation settings or no extra
     settings (written by hand, or before they were recorded) is not checked on what it lacks."""
     from wscat import paths
-    from wscat.metrics import AA_PAPER
+    from wscat.metrics import aa_paper_difference
     from wscat.report.cells import EXTRA_METRICS
     from wscat.report.table import _merge_extras, _read_metrics
     from wscat.workflow import evaluation_fingerprint, extra_fingerprint, training_fingerprint
@@ -108,14 +108,13 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
             run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
             manifest = data.get("manifest") or {}
             settings, now = manifest.get("extra_settings"), extra_fingerprint(params, run.dataset)
-            # The attacks AA-paper ran, as its manifest lists them (files of before
-            # `extra_settings` too): those of wscat.metrics.AA_PAPER, or another AutoAttack.
-            ran = ((((manifest.get("attacks") or {}).get("AA-paper") or {}).get("attacks") or {})
-                   .get("order"))
+            # The AutoAttack AA-paper ran, as its manifest lists it (files of before
+            # `extra_settings` too): wscat.metrics.AA_PAPER's, or another.
+            differs = aa_paper_difference(
+                ((manifest.get("attacks") or {}).get("AA-paper") or {}).get("attacks"))
             target = run.extra() if data.get("part") == "extra" else run.metrics()
-            if ran is not None and list(ran) != AA_PAPER["order"]:
-                extras.append((str(path), target, f"AA-paper ran {', '.join(ran)}; it runs "
-                                                  f"{', '.join(AA_PAPER['order'])} now"))
+            if differs:
+                extras.append((str(path), target, differs))
             elif settings != now and not (unrecorded and settings is None):
                 extras.append((str(path), target, f"{settings or 'none recorded'}, the params "
                                                   f"give {now}"))
@@ -148,9 +147,12 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
     if extras:
         files = "; ".join(f"{path} (extra settings {found})" for path, _, found in extras)
         forced = " ".join(target for _, target, _ in extras)
+        parts = {path: part for path, part in ((str(p), d.get("part")) for p, d in read)}
+        how = (" or `wscat evaluate --part all` for a file holding both parts"
+               if any(parts.get(path) is None for path, _, _ in extras) else "")
         raise ValueError(f"{len(extras)} extra metrics file(s) were measured with other extra "
                          "settings (AA-paper's attacks, NRF, the gradient-masking checks) than "
                          "wscat and the params give now: "
-                         f"{files}; rerun their extra evaluation (`wscat evaluate --part extra`) "
-                         f"under these params (snakemake --forcerun {forced} -- <this table>), "
-                         "or pass the params they were measured with")
+                         f"{files}; rerun their extra evaluation (`wscat evaluate --part extra`"
+                         f"{how}) under these params (snakemake --forcerun {forced} -- <this "
+                         "table>), or pass the params they were measured with")
