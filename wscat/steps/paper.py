@@ -90,6 +90,7 @@ def check_validation(params: dict[str, Any], files: list[str]) -> None:
     naming each file and its Snakemake target; a file recording neither, written by hand, is
     not checked on them (as `check_metrics`)."""
     from wscat.report.figures import _load
+    from wscat.steps.table import listed
     from wscat.workflow import training_fingerprint, validation_fingerprint
 
     stale = []
@@ -109,11 +110,10 @@ def check_validation(params: dict[str, Any], files: list[str]) -> None:
         if found:
             stale.append((path, run.validation(), ", ".join(found)))
     if stale:
-        listed = "; ".join(f"{path} ({found})" for path, _, found in stale)
-        forced = " ".join(target for _, target, _ in stale)
+        files, forced = listed(stale, "")
         raise ValueError(f"{len(stale)} validation file(s) were measured on another training or "
                          "with other validation settings (checkpoint, PGD steps, batch, threat) "
-                         f"than the params give now: {listed}; re-validate them under these "
+                         f"than the params give now: {files}; re-validate them under these "
                          f"params: snakemake --forcerun {forced} -- <this figure>")
 
 

@@ -64,6 +64,13 @@ def check_run_file(path: str | Path, data: dict[str, Any], run: Any) -> None:
                      "figure>")
 
 
+def listed(stale: list[tuple[str, str, str]], what: str) -> tuple[str, str]:
+    """The files of (path, Snakemake target, what was found) triples, each as 'path (what
+    found)', and their targets for `snakemake --forcerun`: the two parts of a refusal."""
+    return ("; ".join(f"{path} ({what}{found})" for path, _, found in stale),
+            " ".join(target for _, target, _ in stale))
+
+
 def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: str | None = None,
                    runs: Mapping[str, Any] | None = None, unrecorded: bool = False) -> None:
     """Refuse metrics that are not what `params` give now for the runs they are read for: a file
@@ -132,21 +139,18 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
             measured.append((str(path), run.metrics(), f"{settings or 'none recorded'}, the "
                                                        f"params give {now}"))
     if stale:
-        files = "; ".join(f"{path} (training {found})" for path, _, found in stale)
-        forced = " ".join(checkpoint for _, checkpoint, _ in stale)
+        files, forced = listed(stale, "training ")
         raise ValueError(f"{len(stale)} metrics file(s) come from another training than the "
                          f"params give now: {files}; retrain and re-evaluate them: "
                          f"snakemake --forcerun {forced} -- <this table>")
     if measured:
-        files = "; ".join(f"{path} (evaluation settings {found})" for path, _, found in measured)
-        forced = " ".join(target for _, target, _ in measured)
+        files, forced = listed(measured, "evaluation settings ")
         raise ValueError(f"{len(measured)} metrics file(s) were measured with other evaluation "
                          "settings (test images, attacks, threat) than the params give now: "
                          f"{files}; re-evaluate them under these params (snakemake --forcerun "
                          f"{forced} -- <this table>), or pass the params they were measured with")
     if extras:
-        files = "; ".join(f"{path} (extra settings {found})" for path, _, found in extras)
-        forced = " ".join(target for _, target, _ in extras)
+        files, forced = listed(extras, "extra settings ")
         parts = {path: part for path, part in ((str(p), d.get("part")) for p, d in read)}
         how = (" or `wscat evaluate --part all` for a file holding both parts"
                if any(parts.get(path) is None for path, _, _ in extras) else "")
