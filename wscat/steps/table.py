@@ -108,23 +108,23 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
                                  f"do not configure ({section}: has {', '.join(params[section])}"
                                  "); pass metrics of the experiment's runs, or the params they "
                                  "were made with")
-    extras = []
+    extras, both_parts = [], False  # both parts: a `--part all` file among them
     for path, data in read:  # each extra file itself: its settings fold away with it
-        if data.get("part") == "extra" or (data.get("part") is None
-                                           and set(EXTRA_METRICS) & set(data["accuracy"])):
+        part = data.get("part")
+        if part == "extra" or (part is None and set(EXTRA_METRICS) & set(data["accuracy"])):
             run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
             manifest = data.get("manifest") or {}
             settings, now = manifest.get("extra_settings"), extra_fingerprint(params, run.dataset)
             # The AutoAttack AA-paper ran, as its manifest lists it (files of before
             # `extra_settings` too): wscat.metrics.AA_PAPER's, or another.
-            differs = aa_paper_difference(
+            found = aa_paper_difference(
                 ((manifest.get("attacks") or {}).get("AA-paper") or {}).get("attacks"))
-            target = run.extra() if data.get("part") == "extra" else run.metrics()
-            if differs:
-                extras.append((str(path), target, differs))
-            elif settings != now and not (unrecorded and settings is None):
-                extras.append((str(path), target, f"{settings or 'none recorded'}, the params "
-                                                  f"give {now}"))
+            if not found and settings != now and not (unrecorded and settings is None):
+                found = f"{settings or 'none recorded'}, the params give {now}"
+            if found:
+                extras.append((str(path), run.extra() if part == "extra" else run.metrics(),
+                               found))
+                both_parts |= part is None
     stale, measured = [], []
     for path, data in _merge_extras(read):
         run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
@@ -151,9 +151,7 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
                          f"{forced} -- <this table>), or pass the params they were measured with")
     if extras:
         files, forced = listed(extras, "extra settings ")
-        parts = {path: part for path, part in ((str(p), d.get("part")) for p, d in read)}
-        how = (" or `wscat evaluate --part all` for a file holding both parts"
-               if any(parts.get(path) is None for path, _, _ in extras) else "")
+        how = " or `wscat evaluate --part all` for a file holding both parts" if both_parts else ""
         raise ValueError(f"{len(extras)} extra metrics file(s) were measured with other extra "
                          "settings (AA-paper's attacks, NRF, the gradient-masking checks) than "
                          "wscat and the params give now: "
