@@ -90,3 +90,50 @@ def test_every_unlabelled_share_trains_the_same_number_of_steps(digits):
         if fraction == 1.0:  # as before the change: labelled + unlabelled
             assert sizes == {len(split.labelled) + len(split.unlabelled)}
     assert len(sizes) == 1
+
+
+def _reference_split(labels, *, num_classes, seed, test_fraction, labelled, val_fraction, val_max,
+                     train_size, unlabelled_fraction):
+    """make_split as written before its per-class grouping and set differences were sped up
+    (a mask per class, np.setdiff1d without assume_unique): the arrays it must still give."""
+    def per_class(pool, k, rng):
+        return np.sort(np.concatenate([rng.permutation(pool[labels[pool] == c])[:k]
+                                       for c in range(num_classes)]))
+    everything = np.arange(len(labels))
+    if train_size is not None:
+        pool, test = everything[:train_size], everything[train_size:]
+    else:
+        rng0 = np.random.default_rng(0)
+        test = np.sort(np.concatenate([
+            rng0.permutation(everything[labels == c])[: int(round(test_fraction * (labels == c).sum()))]
+            for c in range(num_classes)]))
+        pool = np.setdiff1d(everything, test)
+    rng = np.random.default_rng(seed)
+    labelled_idx = per_class(pool, labelled // num_classes, rng)
+    validation = per_class(labelled_idx, min(int(val_fraction * labelled), val_max) // num_classes,
+                           rng)
+    unlabelled = np.setdiff1d(pool, labelled_idx)
+    if unlabelled_fraction < 1:
+        unlabelled = np.sort(rng.permutation(unlabelled)[:round(unlabelled_fraction * len(unlabelled))])
+    return np.setdiff1d(labelled_idx, validation), unlabelled, validation, test
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_the_split_is_the_one_the_per_class_masks_gave(seed):
+    """Same indices as the plain per-class loop, on shuffled labels of 13 classes, with the
+    official and the stratified test split, the whole and a reduced unlabelled pool: every split
+    file and every table built on one stays as it was."""
+    rng = np.random.default_rng(100 + seed)
+    labels = rng.integers(0, 13, size=2600)
+    for train_size, test_fraction in ((2000, None), (None, 0.25)):
+        for fraction in (1.0, 0.4):
+            kwargs = dict(num_classes=13, seed=seed, test_fraction=test_fraction, labelled=260,
+                          val_fraction=0.2, val_max=1000, train_size=train_size,
+                          unlabelled_fraction=fraction)
+            split = make_split("x", labels, **kwargs)
+            reference = _reference_split(labels, **kwargs)
+            for name, got, want in zip(("labelled", "unlabelled", "validation", "test"),
+                                       (split.labelled, split.unlabelled, split.validation,
+                                        split.test), reference):
+                assert np.array_equal(got, want) and got.dtype == want.dtype, (name, train_size,
+                                                                               fraction)

@@ -24,11 +24,19 @@ class Split:
     made_with: str | None = None  # the split params that made it (JSON), as the file records them
 
 
+def _members(labels: np.ndarray, pool: np.ndarray, num_classes: int) -> list[np.ndarray]:
+    """`pool[labels[pool] == c]` for each class c, in pool order, from one stable sort instead of
+    a pass over the pool per class (100 classes of ImageNet32 in every `snakemake -n`)."""
+    pool_labels = labels[pool]
+    order = np.argsort(pool_labels, kind="stable")
+    bounds = np.searchsorted(pool_labels[order], np.arange(num_classes + 1) - 0.5)
+    return [pool[order[bounds[c]:bounds[c + 1]]] for c in range(num_classes)]
+
+
 def _per_class(labels: np.ndarray, pool: np.ndarray, per_class: int, rng: np.random.Generator,
                num_classes: int) -> np.ndarray:
     chosen = []
-    for c in range(num_classes):
-        members = pool[labels[pool] == c]
+    for c, members in enumerate(_members(labels, pool, num_classes)):
         if per_class > len(members):
             raise ValueError(f"class {c} has only {len(members)} samples but {per_class} were asked "
                              "for; lower datasets.<name>.labelled in params.yaml")
@@ -56,7 +64,8 @@ def _pool_and_test(dataset: str, labels: np.ndarray, *, train_size: int | None,
     if train_size is not None:
         if not 0 < train_size <= len(labels):
             raise ValueError(f"train_size = {train_size} but the dataset has {len(labels)} samples")
-        unseen = np.setdiff1d(labels[train_size:], labels[:train_size])
+        tested = np.unique(labels[train_size:])
+        unseen = tested[~np.isin(tested, labels[:train_size])]
         if unseen.size:  # a class to be tested on that nothing can be trained on
             raise ValueError(f"{dataset}: the test labels (y_test) hold class {unseen[0]}, which "
                              "no training image has; give every test class training images, or "
@@ -66,7 +75,7 @@ def _pool_and_test(dataset: str, labels: np.ndarray, *, train_size: int | None,
         raise ValueError(f"{dataset} has no official test split; set datasets.{dataset}."
                          "test_fraction in params.yaml")
     test = _per_class_fraction(labels, everything, test_fraction, num_classes)
-    return np.setdiff1d(everything, test), test
+    return np.setdiff1d(everything, test, assume_unique=True), test
 
 
 def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
@@ -97,14 +106,14 @@ def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
     n_val = min(int(val_fraction * labelled), val_max) // num_classes
     _check_validation(dataset, n_val, labelled // num_classes)
     validation = _per_class(labels, labelled_idx, n_val, rng, num_classes)
-    unlabelled = np.setdiff1d(pool, labelled_idx)
+    unlabelled = np.setdiff1d(pool, labelled_idx, assume_unique=True)  # sorted, unique: as is
     if not 0 < unlabelled_fraction <= 1:
         raise ValueError(f"unlabelled_fraction = {unlabelled_fraction} must be in (0, 1]")
     if unlabelled_fraction < 1:
         keep = round(unlabelled_fraction * len(unlabelled))
         unlabelled = np.sort(rng.permutation(unlabelled)[:keep])
     return Split(dataset=dataset, seed=seed,
-                 labelled=np.setdiff1d(labelled_idx, validation),
+                 labelled=np.setdiff1d(labelled_idx, validation, assume_unique=True),
                  unlabelled=unlabelled, validation=validation, test=test)
 
 
@@ -115,7 +124,8 @@ def _fully_labelled(dataset: str, labels: np.ndarray, pool: np.ndarray, test: np
     n_val = min(int(val_fraction * len(pool)), val_max) // num_classes
     _check_validation(dataset, n_val, len(pool) // num_classes)
     validation = _per_class(labels, pool, n_val, rng, num_classes)
-    return Split(dataset=dataset, seed=seed, labelled=np.setdiff1d(pool, validation),
+    return Split(dataset=dataset, seed=seed,
+                 labelled=np.setdiff1d(pool, validation, assume_unique=True),
                  unlabelled=np.empty(0, dtype=np.int64), validation=validation, test=test)
 
 
@@ -124,8 +134,7 @@ def _per_class_fraction(labels: np.ndarray, pool: np.ndarray, fraction: float,
     """A stratified fraction of `pool`, fixed (seed 0) whatever the run seed."""
     rng = np.random.default_rng(0)
     parts = []
-    for c in range(num_classes):
-        members = pool[labels[pool] == c]
+    for members in _members(labels, pool, num_classes):
         parts.append(rng.permutation(members)[: int(round(fraction * len(members)))])
     return np.sort(np.concatenate(parts))
 
