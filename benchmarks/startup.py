@@ -1,0 +1,138 @@
+"""The fixed cost every `snakemake` run and every `wscat` job pays before its work: reading and
+validating params.yaml, and the dry run's check of every dataset's split. Times a baseline
+checkout (a git revision) and this working tree side by side, alternating, in one run.
+
+    .venv/bin/python benchmarks/startup.py --base b9ae94c [--repeats 7] \\
+        [--out benchmarks/results/startup-cpu.md]
+
+Each timing is a fresh process with this venv's Python and Snakemake on the repository's own
+params.yaml: `load_params` (what each job does first), `check_splits` (what each `snakemake -n`
+adds), `wscat list-experiments`, and `snakemake -n` of the demo's table. Medians, with the CPU
+named; a quiet machine gives the steadier numbers (the load average is in the output).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+LOAD = "from wscat.config import load_params; load_params('params.yaml')"
+SPLITS = ("from wscat.config import load_params; from wscat.data.capacity import check_splits; "
+          "p = load_params('params.yaml'); import time; t = time.perf_counter(); check_splits(p); "
+          "print(time.perf_counter() - t)")
+COMMANDS = {
+    "load_params (process)": [sys.executable, "-c", LOAD],
+    "check_splits (in process)": [sys.executable, "-c", SPLITS],
+    "wscat list-experiments": [sys.executable, "-m", "wscat", "list-experiments"],
+    "snakemake -n (demo table)": [str(BIN / "snakemake"), "-n", "--cores", "2", "--",
+                                  "results/tables/digits.tex"],
+}
+
+
+def cpu_name() -> str:
+    """The CPU's model name (lscpu's, else /proc/cpuinfo's, else platform's)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def checkout(root: Path, target: Path, revision: str | None) -> Path:
+    """The files a run reads (Snakefile, workflow/, wscat/, params.yaml) of `revision`, or of the
+    working tree when None, copied to `target`."""
+    target.mkdir(parents=True)
+    if revision is None:
+        for name in ("Snakefile", "params.yaml"):
+            shutil.copy2(root / name, target / name)
+        for name in ("workflow", "wscat"):
+            shutil.copytree(root / name, target / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        archive = subprocess.run(["git", "-C", str(root), "archive", revision, "Snakefile",
+                                  "params.yaml", "workflow", "wscat"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
+    """Wall seconds of one run of `command` in `cwd`, and its last line of output."""
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"startup.py: {' '.join(command)} failed in {cwd}:\n{done.stderr[-2000:]}")
+    lines = done.stdout.strip().splitlines()
+    return seconds, lines[-1] if lines else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the baseline git revision, e.g. HEAD~1")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/startup-cpu.md")
+    args = parser.parse_args()
+    base = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.base],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "wscat",
+                            "workflow", "Snakefile", "params.yaml"], check=True,
+                           capture_output=True, text=True).stdout.strip()
+    new_name = f"working tree ({head}{' + changes' if dirty else ''})"
+    load = [os.getloadavg()[0]]
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {f"{base} (baseline)": checkout(ROOT, Path(tmp) / "base", base),
+                 new_name: checkout(ROOT, Path(tmp) / "new", None)}
+        cache = Path(tmp) / "xdg-cache"
+        seconds: dict[tuple[str, str], list[float]] = {}
+        for _ in range(args.repeats):
+            for label, command in COMMANDS.items():
+                for name, tree in trees.items():  # alternating: drift hits both alike
+                    env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(cache),
+                           "PYTHONDONTWRITEBYTECODE": "1", "DVC_NO_ANALYTICS": "1"}
+                    wall, last = timed(command, tree, env)
+                    value = float(last) if label.endswith("(in process)") else wall
+                    seconds.setdefault((label, name), []).append(value)
+    load.append(os.getloadavg()[0])
+    names = list(trees)
+    rows = [f"| {label} | " + " | ".join(f"{statistics.median(seconds[label, n]):.2f}"
+                                         for n in names)
+            + f" | {statistics.median(seconds[label, names[1]]) / statistics.median(seconds[label, names[0]]):.2f} |"
+            for label in COMMANDS]
+    text = "\n".join([
+        "# Start-up cost of a job and of a Snakemake run",
+        "",
+        f"`.venv/bin/python benchmarks/startup.py --base {args.base} --repeats {args.repeats}` on "
+        f"{datetime.date.today().isoformat()}: the repository's params.yaml, each timing a fresh "
+        "process, the two checkouts alternating; medians in seconds (wall, except check_splits: "
+        "inside the process).",
+        "",
+        f"Machine: {cpu_name()}, {os.cpu_count()} CPUs; load average {load[0]:.1f} at the start, "
+        f"{load[1]:.1f} at the end.",
+        "",
+        f"| what | {names[0]} | {names[1]} | ratio |",
+        "|---|---:|---:|---:|",
+        *rows,
+        "",
+    ])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
