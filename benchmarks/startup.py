@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -26,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from demo_profile import _cpu_model  # noqa: E402 - a sibling script
 LOAD = "from wscat.config import load_params; load_params('params.yaml')"
 SPLITS = ("from wscat.config import load_params; from wscat.data.capacity import check_splits; "
           "p = load_params('params.yaml'); import time; t = time.perf_counter(); check_splits(p); "
@@ -37,17 +38,6 @@ COMMANDS = {
     "snakemake -n (demo table)": [str(BIN / "snakemake"), "-n", "--cores", "2", "--",
                                   "results/tables/digits.tex"],
 }
-
-
-def cpu_name() -> str:
-    """The CPU's model name (lscpu's, else /proc/cpuinfo's, else platform's)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def checkout(root: Path, target: Path, revision: str | None) -> Path:
@@ -121,7 +111,7 @@ def main() -> None:
         "process, the two checkouts alternating; medians in seconds (wall, except check_splits: "
         "inside the process).",
         "",
-        f"Machine: {cpu_name()}, {os.cpu_count()} CPUs; load average {load[0]:.1f} at the start, "
+        f"Machine: {_cpu_model()}, {os.cpu_count()} CPUs; load average {load[0]:.1f} at the start, "
         f"{load[1]:.1f} at the end.",
         "",
         f"| what | {names[0]} | {names[1]} | ratio |",
