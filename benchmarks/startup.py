@@ -41,18 +41,19 @@ COMMANDS = {
 
 
 def checkout(root: Path, target: Path, revision: str | None) -> Path:
-    """The files a run reads (Snakefile, workflow/, wscat/, params.yaml) of `revision`, or of the
-    working tree when None, copied to `target`."""
+    """The files a run reads (Snakefile, workflow/, wscat/, profiles/, params.yaml) of `revision`,
+    or of the working tree when None, copied to `target`."""
     target.mkdir(parents=True)
     if revision is None:
         for name in ("Snakefile", "params.yaml"):
             shutil.copy2(root / name, target / name)
-        for name in ("workflow", "wscat"):
+        for name in ("workflow", "wscat", "profiles"):
             shutil.copytree(root / name, target / name,
                             ignore=shutil.ignore_patterns("__pycache__"))
     else:
         archive = subprocess.run(["git", "-C", str(root), "archive", revision, "Snakefile",
-                                  "params.yaml", "workflow", "wscat"], check=True,
+                                  "params.yaml", "workflow", "wscat", "profiles"],
+                                 check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target
@@ -93,7 +94,8 @@ def main() -> None:
             for label, command in COMMANDS.items():
                 for name, tree in trees.items():  # alternating: drift hits both alike
                     env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(cache),
-                           "PYTHONDONTWRITEBYTECODE": "1", "DVC_NO_ANALYTICS": "1"}
+                           "DVC_NO_ANALYTICS": "1"}  # bytecode is written: as in a checkout
+                    env.pop("PYTHONDONTWRITEBYTECODE", None)
                     wall, last = timed(command, tree, env)
                     value = float(last) if label.endswith("(in process)") else wall
                     seconds.setdefault((label, name), []).append(value)

@@ -214,6 +214,22 @@ def evaluation_for(params: dict[str, Any], dataset: str) -> dict[str, Any]:
 _VALID_METHODS: set[str] = set()
 
 
+def _plain(value: Any) -> bool:
+    """Only JSON's own types: text keys; text, numbers, booleans, null, lists."""
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _plain(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _settings_key(settings: dict[str, Any]) -> str | None:
+    """The settings as JSON, a key that tells apart every two settings the schema could (true
+    and 1, 1 and 1.0); None where they hold anything else (a date, a number as a key): those
+    are validated every time, never cached."""
+    return json.dumps(settings, sort_keys=True) if _plain(settings) else None
+
+
 def _check_method(params: dict[str, Any], name: str, source: str = "params.yaml") -> None:
     """A method as the trainer sees it (base resolved), on every dataset it has overrides for."""
     resolved = resolve_method(params, name)
@@ -224,12 +240,12 @@ def _check_method(params: dict[str, Any], name: str, source: str = "params.yaml"
         if dataset is not None and merged.get("objective") != resolved.get("objective"):
             raise ConfigError(f"methods.{name}.per_dataset.{dataset} may only change knobs, "
                               "not the objective")
-        key = json.dumps(merged, sort_keys=True, default=repr)
-        if key in _VALID_METHODS:  # e.g. the second pass, after the paper section's expansion
+        key = _settings_key(merged)
+        if key is not None and key in _VALID_METHODS:  # e.g. after the paper section's expansion
             continue
         validator = _validator("method")
         error = jsonschema.exceptions.best_match(validator.iter_errors(merged))
-        if error is None:
+        if error is None and key is not None:
             _VALID_METHODS.add(key)
         else:
             where = f"methods.{name}" + (f".per_dataset.{dataset}" if dataset else "")

@@ -214,3 +214,20 @@ def test_cli_n_examples_0_says_which_values_are_valid(tmp_path, capsys, monkeypa
     line = run_cli(tmp_path, text, capsys, monkeypatch)
     assert "evaluation.n_examples: 0 is not valid: give null or an integer >= 1" in line, line
     assert "null: every image" in line, line
+
+
+def test_a_method_passes_the_schema_check_only_on_its_own_settings():
+    """wscat.config skips methods whose settings passed already in the process; a setting no
+    JSON text tells apart from a valid one (a date that prints like a valid string, a number as a
+    key) is checked every time, and refused in one line, not by a traceback."""
+    params = yaml.safe_load(REAL)
+    text = "datetime.date(2020, 1, 1)"
+    params["methods"]["dmat"]["generated"] = text  # a string: valid, and now known as valid
+    validate_params(params)
+    params["methods"]["dmat"]["generated"] = yaml.safe_load("2020-01-01")
+    with pytest.raises(ConfigError, match=r"methods\.dmat\.generated: .* give null or a string"):
+        validate_params(params)
+    params = yaml.safe_load(REAL)
+    params["methods"]["trades"]["per_dataset"] = {"digits": {1: 2}}
+    with pytest.raises(ConfigError, match=r"per_dataset\.digits: Additional properties .*1 was"):
+        validate_params(params)
