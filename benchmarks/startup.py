@@ -6,8 +6,9 @@ checkout (a git revision) and this working tree side by side, alternating, in on
         [--out benchmarks/results/startup-cpu.md]
 
 Each timing is a fresh process with this venv's Python and Snakemake on the repository's own
-params.yaml: `load_params` (what each job does first), `check_splits` (what each `snakemake -n`
-adds), `wscat list-experiments`, and `snakemake -n` of the demo's table. Medians, with the CPU
+params.yaml: importing torch and counting a WRN-28-10's parameters on the meta device (what
+`wscat train` does first), `load_params` (what each job does next), `check_splits` (what each
+`snakemake -n` adds), `wscat list-experiments`, and `snakemake -n` of the demo's table. Medians, with the CPU
 named; a quiet machine gives the steadier numbers (the load average is in the output).
 """
 from __future__ import annotations
@@ -31,7 +32,12 @@ LOAD = "from wscat.config import load_params; load_params('params.yaml')"
 SPLITS = ("from wscat.config import load_params; from wscat.data.capacity import check_splits; "
           "p = load_params('params.yaml'); import time; t = time.perf_counter(); check_splits(p); "
           "print(time.perf_counter() - t)")
+META = ("import torch; from wscat.models import build_model\n"
+        "with torch.device('meta'):\n"
+        "    build_model('wideresnet', depth=28, width=10, in_channels=3, num_classes=10, "
+        "mean=(0.5,) * 3, std=(0.25,) * 3)")
 COMMANDS = {
+    "torch + WRN-28-10 on meta (process)": [sys.executable, "-c", META],
     "load_params (process)": [sys.executable, "-c", LOAD],
     "check_splits (in process)": [sys.executable, "-c", SPLITS],
     "wscat list-experiments": [sys.executable, "-m", "wscat", "list-experiments"],
