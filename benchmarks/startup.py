@@ -36,6 +36,7 @@ META = ("import torch; from wscat.models import build_model\n"
         "with torch.device('meta'):\n"
         "    build_model('wideresnet', depth=28, width=10, in_channels=3, num_classes=10, "
         "mean=(0.5,) * 3, std=(0.25,) * 3)")
+TREE = ("Snakefile", "params.yaml", "workflow", "wscat", "profiles")  # what a run reads
 COMMANDS = {
     "torch + WRN-28-10 on meta (process)": [sys.executable, "-c", META],
     "load_params (process)": [sys.executable, "-c", LOAD],
@@ -51,18 +52,23 @@ def checkout(root: Path, target: Path, revision: str | None) -> Path:
     or of the working tree when None, copied to `target`."""
     target.mkdir(parents=True)
     if revision is None:
-        for name in ("Snakefile", "params.yaml"):
-            shutil.copy2(root / name, target / name)
-        for name in ("workflow", "wscat", "profiles"):
-            shutil.copytree(root / name, target / name,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+        for name in TREE:
+            if (root / name).is_dir():
+                shutil.copytree(root / name, target / name,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(root / name, target / name)
     else:
-        archive = subprocess.run(["git", "-C", str(root), "archive", revision, "Snakefile",
-                                  "params.yaml", "workflow", "wscat", "profiles"],
-                                 check=True,
-                                 capture_output=True).stdout
+        archive = subprocess.run(["git", "-C", str(root), "archive", revision, *TREE],
+                                 check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target
+
+
+def git(*args: str) -> str:
+    """The stripped output of `git args` in the repository."""
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
@@ -82,13 +88,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/startup-cpu.md")
     args = parser.parse_args()
-    base = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.base],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], check=True,
-                          capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "wscat",
-                            "workflow", "Snakefile", "params.yaml"], check=True,
-                           capture_output=True, text=True).stdout.strip()
+    base, head = git("rev-parse", "--short", args.base), git("rev-parse", "--short", "HEAD")
+    dirty = git("status", "--porcelain", "--", *TREE)
     new_name = f"working tree ({head}{' + changes' if dirty else ''})"
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,10 +108,9 @@ def main() -> None:
                     seconds.setdefault((label, name), []).append(value)
     load.append(os.getloadavg()[0])
     names = list(trees)
-    rows = [f"| {label} | " + " | ".join(f"{statistics.median(seconds[label, n]):.2f}"
-                                         for n in names)
-            + f" | {statistics.median(seconds[label, names[1]]) / statistics.median(seconds[label, names[0]]):.2f} |"
-            for label in COMMANDS]
+    median = {key: statistics.median(values) for key, values in seconds.items()}
+    rows = [f"| {label} | {median[label, names[0]]:.2f} | {median[label, names[1]]:.2f} | "
+            f"{median[label, names[1]] / median[label, names[0]]:.2f} |" for label in COMMANDS]
     text = "\n".join([
         "# Start-up cost of a job and of a Snakemake run",
         "",
