@@ -10,6 +10,12 @@ import torch
 
 BIN = Path(sys.executable).parent  # the venv running the tests: snakemake, dvc, wscat
 
+# `make test`'s two workers share two cores, so every test, and every process it starts (wscat,
+# Snakemake's jobs), computes on one thread: two threads beside a busy core stall at random
+# (docs/tests.md, benchmarks/threads_under_load.py).
+os.environ["OMP_NUM_THREADS"] = "1"
+torch.set_num_threads(1)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """tests/workflow (the files that run pipelines: 30-170 s each) before tests/unit, each part
@@ -26,11 +32,3 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
             "XDG_CACHE_HOME": str(cache), "DVC_NO_ANALYTICS": "1"}
 
-
-@pytest.fixture
-def one_thread():
-    """Tiny tensors: one thread is faster, and immune to a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

@@ -103,7 +103,9 @@ def _common(parser: argparse.ArgumentParser, *names: str) -> None:
                                 help=f"run seed in 0..{SEED_MAX} (1, 2, 3 in the paper)")
         elif name == "threads":
             parser.add_argument("--threads", type=threads_value, default=None,
-                                help="CPU threads for torch (1 or more)")
+                                help="CPU threads for torch (default: torch's, about one a "
+                                     "core; on a machine busy with other work, 1: "
+                                     "docs/speed.md)")
             parser.add_argument("--device", default=device_default(),
                                 help=f"cpu, cuda, cuda:N or auto (default: ${DEVICE_ENV} or auto, "
                                      "CUDA where there is one); a paper-size model (10M+ "

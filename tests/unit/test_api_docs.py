@@ -27,15 +27,13 @@ def example(tmp_path_factory) -> tuple[Path, dict, str]:
     write_params(work / "params.yaml", tiny_params(epochs=1))
     namespace: dict = {"__name__": "__docs__"}
     printed = io.StringIO()
-    here, threads = os.getcwd(), torch.get_num_threads()
-    torch.set_num_threads(1)
+    here = os.getcwd()
     os.chdir(work)
     try:
         with contextlib.redirect_stdout(printed):
             exec(compile(example_code(), "docs/api.md", "exec"), namespace)  # noqa: S102
     finally:
         os.chdir(here)
-        torch.set_num_threads(threads)
     return work, namespace, printed.getvalue()
 
 

@@ -535,7 +535,7 @@ def test_list_experiments_refuses_a_split_the_split_step_would(tmp_path, monkeyp
 # --- a diverging training: loss, then gradients ----------------------------------------------
 
 @pytest.fixture
-def split_work(tmp_path, monkeypatch, one_thread) -> Path:
+def split_work(tmp_path, monkeypatch) -> Path:
     monkeypatch.chdir(tmp_path)
     write_params(tmp_path / "params.yaml", tiny_params(epochs=3))
     assert cli.main(["split", "--dataset", "digits", "--seed", "1", "--out", "s.npz"]) == 0

@@ -10,9 +10,6 @@ from wscat.attacks.square import FastSquareAttack
 from wscat.models import LogitsOnly
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 class Linear(nn.Module):
     """(features, logits) of a fixed random linear classifier on 8x8 images: quick to attack."""
 

@@ -9,9 +9,6 @@ from wscat.attacks.nrf import non_robust_channels, nrf_objective, split_model
 from wscat.models import build_model
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 def _model(architecture: str = "cnn", **options):
     torch.manual_seed(0)
     return build_model(architecture, in_channels=1, num_classes=10, mean=(0.3,), std=(0.38,),

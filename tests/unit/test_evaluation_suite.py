@@ -21,15 +21,6 @@ from wscat.data import to_unit
 EPS, STEP = 0.15, 0.01875  # digits' threat model (params.yaml)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one thread is faster, and immune to a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory: pytest.TempPathFactory):
     """A TRADES model on digits (6 short epochs) and the test set in the evaluation's order."""

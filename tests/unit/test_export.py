@@ -25,8 +25,7 @@ def ready(tmp_path_factory: pytest.TempPathFactory) -> Path:
     metrics, as `wscat evaluate` writes them)."""
     work = tmp_path_factory.mktemp("export")
     write_params(work / "params.yaml", tiny_params(epochs=2))
-    here, threads = os.getcwd(), torch.get_num_threads()
-    torch.set_num_threads(1)
+    here = os.getcwd()
     os.chdir(work)
     try:
         run = ["--dataset", "digits", "--model", "cnn", "--method", "standard", "--seed", "1"]
@@ -37,7 +36,6 @@ def ready(tmp_path_factory: pytest.TempPathFactory) -> Path:
                          "--out", "m.json", "--part", "core", "--device", "cpu"]) == 0
     finally:
         os.chdir(here)
-        torch.set_num_threads(threads)
     return work
 
 

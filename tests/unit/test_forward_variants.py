@@ -33,7 +33,7 @@ def trained_cnn() -> SmallCNN:
     return model.eval()
 
 
-def test_folding_removes_every_batch_norm_and_keeps_the_function(one_thread) -> None:
+def test_folding_removes_every_batch_norm_and_keeps_the_function() -> None:
     model = trained_cnn()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     folded = fold_batch_norm(model)
@@ -49,7 +49,7 @@ def test_folding_removes_every_batch_norm_and_keeps_the_function(one_thread) -> 
     assert torch.equal(logits_folded.argmax(1), logits.argmax(1))
 
 
-def test_measure_reports_eager_as_identical_and_folded_as_not(one_thread) -> None:
+def test_measure_reports_eager_as_identical_and_folded_as_not() -> None:
     model = trained_cnn()
     for p in model.parameters():
         p.requires_grad_(False)

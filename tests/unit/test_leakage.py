@@ -130,9 +130,8 @@ def runs(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
     """The chain on `true/` and on datasets with the unlabelled, the test or the validation
     labels changed; and the weights of every epoch of every run."""
     work = tmp_path_factory.mktemp("leakage")
-    here, threads = os.getcwd(), torch.get_num_threads()
+    here = os.getcwd()
     os.chdir(work)
-    torch.set_num_threads(1)
     epochs: dict[str, list[str]] = {}
     try:
         digits = load_digits()
@@ -158,7 +157,6 @@ def runs(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
             _chain("validation", CHAIN, pseudo_from="true")
     finally:
         os.chdir(here)
-        torch.set_num_threads(threads)
     return work, epochs
 
 
@@ -251,9 +249,8 @@ def test_a_planted_test_label_leak_fails_the_suite(runs, monkeypatch, tmp_path):
         return data
 
     monkeypatch.setattr(train_step, "training_data", leaky)
-    here, threads = os.getcwd(), torch.get_num_threads()
+    here = os.getcwd()
     os.chdir(work)
-    torch.set_num_threads(1)
     try:
         for name in ("true", "test"):
             _main("train", "--params", f"{name}.yaml", "--dataset", "digits", "--seed", 1,
@@ -261,5 +258,4 @@ def test_a_planted_test_label_leak_fails_the_suite(runs, monkeypatch, tmp_path):
                   "--out-dir", tmp_path / name / "trades")
     finally:
         os.chdir(here)
-        torch.set_num_threads(threads)
     assert differences(tmp_path / "true", tmp_path / "test", ["trades"]) != []

@@ -31,9 +31,6 @@ ADVERSARIAL, PRETRAIN_GAN, PRETRAIN_ALONE = 2.5, 0.7, 0.2  # progress in each ph
 PLAYERS = ("generator", "discriminator", "attacker")
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny tensors
-
-
 def _setup(seed: int = 0):
     torch.manual_seed(seed)
     model = SmallCNN(1, 10, (0.3,), (0.38,), width=4)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from tests.helpers.tiny import tiny_params, write_params
 from wscat import cli
@@ -41,18 +40,13 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     fewer = tiny_params(epochs=1)
     fewer["datasets"]["digits"]["labelled"] = 50
     write_params(folder / "params50.yaml", fewer)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for seed in (1, 2):
-            split = folder / f"s{seed}.npz"
-            assert _main("split", "--params", params, "--dataset", "digits", "--seed", seed,
-                         "--out", split) == 0
-            assert _main("train", "--params", params, "--dataset", "digits", "--model", "cnn",
-                         "--method", "standard", "--seed", seed, "--split", split,
-                         "--out-dir", folder / f"run_s{seed}", "--device", "cpu") == 0
-    finally:
-        torch.set_num_threads(threads)
+    for seed in (1, 2):
+        split = folder / f"s{seed}.npz"
+        assert _main("split", "--params", params, "--dataset", "digits", "--seed", seed,
+                     "--out", split) == 0
+        assert _main("train", "--params", params, "--dataset", "digits", "--model", "cnn",
+                     "--method", "standard", "--seed", seed, "--split", split,
+                     "--out-dir", folder / f"run_s{seed}", "--device", "cpu") == 0
     return folder
 
 

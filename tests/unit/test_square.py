@@ -14,8 +14,6 @@ from wscat.attacks.square import FastSquareAttack, batch_independent
 from wscat.memory import keep_freed_memory
 from wscat.models import LogitsOnly, build_model
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 def _cnn(seed: int, width: int = 8) -> nn.Module:
     torch.manual_seed(seed)
@@ -31,8 +29,6 @@ def trained():
     digits = load_digits()
     x = torch.tensor(digits.images[:, None] / 16.0, dtype=torch.float32)
     y = torch.tensor(digits.target)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     net = _cnn(0)
     net.train()
     optimiser = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
@@ -43,7 +39,6 @@ def trained():
             nn.functional.cross_entropy(net(x[batch])[1], y[batch]).backward()
             optimiser.step()
     net.eval()
-    torch.set_num_threads(threads)
     with torch.no_grad():
         right = net(x[1500:])[1].argmax(1) == y[1500:]
     return net, x[1500:][right][:120], y[1500:][right][:120]

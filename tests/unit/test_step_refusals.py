@@ -77,7 +77,7 @@ CORE_CASES = [  # (id, change to the core file, phrase)
 
 @pytest.mark.parametrize("change, phrase", [case[1:] for case in CORE_CASES],
                          ids=[case[0] for case in CORE_CASES])
-def test_extra_part_refuses_an_impossible_number_in_its_core_file(work, capsys, one_thread, core,
+def test_extra_part_refuses_an_impossible_number_in_its_core_file(work, capsys, core,
                                                                    change, phrase):
     """A NaN clean accuracy used to pass the eps-0 check and be written as NaN; null ended in
     "unexpected TypeError" with the AutoAttack shards left behind; 250% was copied through."""
@@ -89,7 +89,7 @@ def test_extra_part_refuses_an_impossible_number_in_its_core_file(work, capsys, 
     assert "core.json" in line and "--part core" in line, line
 
 
-def test_extra_part_still_reads_a_good_core_file(work, capsys, one_thread, core):
+def test_extra_part_still_reads_a_good_core_file(work, capsys, core):
     (work / "core.json").write_text(json.dumps(core))
     command = EXTRA
     assert cli.main(command.split()) == 0, capsys.readouterr().err
@@ -116,7 +116,7 @@ def test_masking_checks_fail_on_a_number_that_is_not_finite():
     assert not masking.iterative_not_weaker(NAN, 50.0, tolerance=1.0)["passed"]
 
 
-def test_pseudo_label_refuses_a_split_without_unlabelled_images(work, capsys, one_thread):
+def test_pseudo_label_refuses_a_split_without_unlabelled_images(work, capsys):
     """A fully labelled split (`labelled: null`) used to end in "torch.cat(): expected a
     non-empty list of Tensors"."""
     bad.setting("datasets.digits.labelled", None)(work)
@@ -132,7 +132,7 @@ def test_pseudo_label_refuses_a_split_without_unlabelled_images(work, capsys, on
     RST.format(pseudo="p.npz"),
     TRAIN.format(split="s.npz").replace("standard", "dmat"),  # methods.dmat.generated: null
 ], ids=["standard", "rst", "dmat-without-generated"])
-def test_train_refuses_a_labeler_checkpoint_it_would_not_read(work, capsys, one_thread, command):
+def test_train_refuses_a_labeler_checkpoint_it_would_not_read(work, capsys, command):
     """`--labeler-checkpoint` labels a method's generated images; elsewhere it was ignored."""
     line = one_line_error((command + " --labeler-checkpoint run/best.pt").split(),
                           "drop --labeler-checkpoint", work, capsys)

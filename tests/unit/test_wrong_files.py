@@ -155,7 +155,7 @@ def test_a_checkpoint_that_does_not_load_is_advised_to_be_deleted_only_when_dama
 
 
 @pytest.fixture
-def work(files, tmp_path, monkeypatch, one_thread) -> Path:
+def work(files, tmp_path, monkeypatch) -> Path:
     """A work folder with params.yaml, a split (s.npz) and a finished wscat run (run/)."""
     monkeypatch.chdir(tmp_path)
     write_params(tmp_path / "params.yaml", tiny_params(epochs=1))

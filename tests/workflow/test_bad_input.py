@@ -344,7 +344,7 @@ def one_line_error(command: list[str], phrase: str, work: Path, capsys, code: in
 
 @pytest.mark.parametrize("maker, command, phrase", [case[1:] for case in CASES],
                          ids=[case[0] for case in CASES])
-def test_bad_input_is_one_line(work, capsys, one_thread, maker, command, phrase):
+def test_bad_input_is_one_line(work, capsys, maker, command, phrase):
     if maker is not None:
         maker(work)
     one_line_error(command.split(), phrase, work, capsys)
@@ -426,7 +426,7 @@ def test_full_mount(work, capsys, tmpfs):
     assert not any(full.iterdir())
 
 
-def test_disk_full_mid_run_keeps_a_resumable_checkpoint(work, capsys, tmpfs, monkeypatch, one_thread):
+def test_disk_full_mid_run_keeps_a_resumable_checkpoint(work, capsys, tmpfs, monkeypatch):
     """The disk fills after the first epoch's checkpoint: one line, epoch 1 kept; once space is
     freed the rerun resumes from it and ends as an uninterrupted run."""
     from wscat.training import trainer
