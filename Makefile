@@ -13,7 +13,10 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # pip on this machine warns about every configured location it ignores; keep real errors.
 QUIET_PIP = 2> >(grep -v '^WARNING: Location .* is ignored' >&2)
 
-SNAKEMAKE = $(VENV)/bin/snakemake --cores 2 --
+# Jobs side by side. Each job computes on one thread, so any number gives the same results bit for
+# bit; on a bigger machine `make demo CORES=8` (a job holds up to ~0.8 GB of memory).
+CORES ?= 2
+SNAKEMAKE = $(VENV)/bin/snakemake --cores $(CORES) --
 # Record in dvc.lock what Snakemake built for a dvc.yaml stage, so that `dvc status` agrees with
 # it and `git add dvc.lock` has a file to add (docs/workflow.md, "DVC"); a copy outside git skips it.
 DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; $(VENV)/bin/dvc commit --force
