@@ -1,10 +1,13 @@
-"""benchmarks/threads_under_load.py: its page, from real (tiny) timings, and its refusals."""
+"""benchmarks/threads_under_load.py: its page, from real (tiny) timings, and its refusals; the
+suite's one thread."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -34,3 +37,10 @@ def test_counts_below_one_are_refused(argv: list[str], capsys) -> None:
         main(argv)
     assert stopped.value.code == 2
     assert "must be 1 or more" in capsys.readouterr().err
+
+
+def test_the_suite_computes_on_one_thread() -> None:
+    """tests/conftest.py's setting, which this page is the reason for: here and in every process
+    a test starts (OMP_NUM_THREADS is torch's default there)."""
+    assert torch.get_num_threads() == 1
+    assert os.environ["OMP_NUM_THREADS"] == "1"
