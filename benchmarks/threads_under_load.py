@@ -3,7 +3,8 @@ inputs, eval mode) doing what every attack does, a forward pass and the input gr
 thread and at several, alone and beside busy processes, in one run, alternating.
 
     .venv/bin/python benchmarks/threads_under_load.py [--threads 1 2] [--busy 2] \\
-        [--batches 8 243] [--passes 300] [--repeats 5] [--out benchmarks/results/threads-under-load-cpu.md]
+        [--batches 8 243] [--passes 300] [--repeats 5] \\
+        [--out benchmarks/results/threads-under-load-cpu.md]
 
 Each timing is a fresh process (its own thread pool); the busy processes are plain Python loops,
 one per core by default, as a second pytest worker or another job would be. Medians and the
@@ -68,10 +69,14 @@ def measure(threads: list[int], batches: list[int], busy: int, passes: int, repe
 
 
 def _spread(seconds: list[float]) -> str:
+    """'median (min-max)' of the repeats."""
     return f"{statistics.median(seconds):.2f} ({min(seconds):.2f}-{max(seconds):.2f})"
 
 
 def render(times: dict[tuple[int, int, int], list[float]], args: argparse.Namespace) -> str:
+    """The page: a row per batch and thread count, alone and beside the busy processes."""
+    import torch
+
     base = args.threads[0]
     lines = [f"# torch threads on a busy CPU: {args.passes} forward + input-gradient passes of "
              "the demo's CNN",
@@ -80,10 +85,11 @@ def render(times: dict[tuple[int, int, int], list[float]], args: argparse.Namesp
              f"{' '.join(map(str, args.threads))} --busy {args.busy} --batches "
              f"{' '.join(map(str, args.batches))} --passes {args.passes} --repeats {args.repeats}`",
              "",
-             f"Machine: {_cpu_model()}, {os.cpu_count()} cores; torch "
-             f"{__import__('torch').__version__}; {datetime.date.today()}; load average at the "
-             f"end {os.getloadavg()[0]:.2f}. Seconds of {args.repeats} repeats (each a fresh "
-             f"process; the slow ones come at random, so the slowest is shown too); 'beside' = beside {args.busy} busy Python loops.",
+             f"Machine: {_cpu_model()}, {os.cpu_count()} cores; torch {torch.__version__}; "
+             f"{datetime.date.today()}; load average at the end {os.getloadavg()[0]:.2f}. "
+             f"Seconds of {args.repeats} repeats (each a fresh process; the slow ones come at "
+             f"random, so the slowest is shown too); 'beside' = beside {args.busy} busy Python "
+             "loops.",
              "",
              "| batch | threads | alone s: median (min-max) | beside s: median (min-max) | "
              "beside / alone (medians) | slowest beside / slowest beside at "
