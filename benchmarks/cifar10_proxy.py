@@ -505,6 +505,7 @@ def publish(params_file: Path, results: Path, seed: int, out: Path, record: dict
     folder, leaves the lent machine whole: see OUT_FILES_MAX)."""
     staging = results / "proxy" / f"seed{seed}"
     shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)  # a run cut before its first result still returns its record
     for path in files:
         copy = staging / path.relative_to(results)
         copy.parent.mkdir(parents=True, exist_ok=True)

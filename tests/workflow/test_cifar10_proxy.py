@@ -399,6 +399,29 @@ def test_a_second_call_keeps_every_finished_step(proxy_run) -> None:
     assert {path: path.stat().st_mtime_ns for path in before} == before
 
 
+def test_a_run_cut_before_its_first_result_still_returns_its_record(tmp_path: Path) -> None:
+    """A call killed at its deadline before any step wrote a file for the seed folder (on a CPU,
+    the real proxy's first epoch outlasts a short deadline) still leaves seed1.tar.gz with its
+    params, summary and run.json; it once stopped on a traceback with no tarball."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import publish
+
+    results, out = tmp_path / "results", tmp_path / "out"
+    (results / "proxy").mkdir(parents=True)
+    out.mkdir()
+    params_file = results / "proxy/params.yaml"
+    params_file.write_text("seeds: [1]\n")
+    (out / "summary.md").write_text("1 of 31 steps done\n")
+    record = {"seed": 1, "complete": False, "one_call": False}
+    tarball = publish(params_file, results, 1, out, record, [])
+    assert tarball == out / "seed1.tar.gz"
+    folder = _unpacked(out, tmp_path / "unpacked")
+    assert sorted(path.name for path in folder.iterdir()) == ["params.yaml", "run.json",
+                                                              "summary.md"]
+    assert json.loads((folder / "run.json").read_text()) == record
+    assert (folder / "params.yaml").read_text() == "seeds: [1]\n"
+
+
 def test_the_epoch_note_reads_a_training_in_progress(tmp_path: Path) -> None:
     """Mid-training there is no train_log.csv yet: the note reads the DVCLive summary that the
     trainer's logger (the same functions) rewrites after every epoch."""
