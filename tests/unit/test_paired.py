@@ -13,7 +13,8 @@ import pytest
 
 from wscat.evaluation import ATTACKS, harmonic_mean
 from wscat.report import write_table
-from wscat.report.paired import correctness, paired_interval, seed_means, t_quantile
+from wscat.report.paired import (correctness, paired_by_attack, paired_interval, seed_means,
+                                 t_quantile)
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
@@ -113,6 +114,44 @@ def test_the_interval_holds_its_level_with_three_seeds_and_finds_a_gap_of_11():
     assert power >= 0.5, power
 
 
+@pytest.mark.slow
+def test_each_attack_alone_holds_its_level_with_three_seeds():
+    """The same null simulation at the largest seed sd (5 points): the interval on each attack's
+    accuracy alone (the Markdown table's per-attack section) calls a difference at most 5% of
+    the time too, within Monte Carlo error, on every one of the five attacks."""
+    repeats = 200
+    bound = 0.05 + 2 * np.sqrt(0.05 * 0.95 / repeats)
+    rates = paired_null.rates(5.0, 0.0, repeats=repeats, n_bootstrap=100, attacks=True)
+    assert sorted(rates) == sorted(["new", *(f"attack:{a}" for a in ATTACKS)])
+    assert all(rates[f"attack:{a}"] <= bound for a in ATTACKS), rates
+
+
+def test_each_attack_alone_is_the_same_interval_on_its_accuracy():
+    """paired_by_attack: per (method, attack), the seeds' mean paired difference in that
+    attack's accuracy, with the Mean's interval formula (t with k - 1 df, widened by the shared
+    test-set term); the Mean is the default column; an unknown column is refused."""
+    runs = _runs({"trades": -0.1, "rst": 0.0, "wscat": 0.0})
+    flags = correctness(runs)
+    frame = paired_by_attack(flags, ["trades", "rst"], n_bootstrap=300)
+    assert list(frame["column"]) == [a for a in ATTACKS for _ in ("trades", "rst")]
+    assert list(frame["method"]) == ["trades", "rst"] * len(ATTACKS)
+    for row in frame.to_dict("records"):
+        accuracy = {m: np.array([r["accuracy"][row["column"]] for r in runs if r["method"] == m])
+                    for m in (row["method"], "wscat")}
+        d = accuracy[row["method"]] - accuracy["wscat"]
+        assert row["delta_mean"] == pytest.approx(d.mean(), abs=1e-3)
+        assert row["sd_seeds"] == pytest.approx(np.std(d, ddof=1), abs=1e-3)
+        half = (row["ci_high"] - row["ci_low"]) / 2
+        assert half == pytest.approx(4.3027 * np.sqrt(row["sd_seeds"] ** 2 / 3
+                                                      + row["se_test_set"] ** 2), rel=1e-4)
+    trades_aa = frame[(frame["method"] == "trades") & (frame["column"] == "AA")].iloc[0]
+    assert trades_aa["excludes_zero"] and trades_aa["ci_high"] < 0  # 10 points lower
+    assert paired_interval(flags, ["trades"], n_bootstrap=300, column="Mean").equals(
+        paired_interval(flags, ["trades"], n_bootstrap=300))
+    with pytest.raises(ValueError, match="no column 'Mean-paper'"):
+        paired_interval(flags, ["trades"], column="Mean-paper")
+
+
 def test_correctness_refuses_what_the_table_does_not_show():
     runs = _runs({"trades": 0.0, "wscat": 0.0})
     # AutoAttack on a subset: the flags cover fewer images than the table's Natural..CW.
@@ -202,6 +241,19 @@ def test_the_markdown_twin_matches_the_csv(tmp_path: Path):
                     and "[" in l)
         assert f"{float(row['delta_mean']):+.2f}" in line and row["verdict"] in line
     assert r"\label{Tab-paired-digits}" in out["-p.tex"].read_text()
+    # Then each attack on its own: a row per method, a cell per attack, bold where it excludes 0.
+    section = md[md.index("*Each attack on its own"):]
+    expected = paired_by_attack(correctness([json.loads(f.read_text()) for f in files]),
+                                ["trades", "rst"]).to_dict("records")
+    for method in ("trades", "rst"):
+        line = next(l for l in section.splitlines() if l.startswith(f"| {NAMES[method]} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")][1:]
+        assert len(cells) == len(ATTACKS)
+        for attack, cell in zip(ATTACKS, cells):
+            row = next(r for r in expected if r["method"] == method and r["column"] == attack)
+            text = f"{row['delta_mean']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
+            assert cell == (f"**{text}**" if row["excludes_zero"] else text), (method, attack)
+    assert "**" in next(l for l in section.splitlines() if l.startswith("| TRADES |"))
     assert "sample standard deviation (ddof=1)" in md and "2 degrees of freedom" in md
     assert "nan" not in out["-p.csv"].read_text().lower()
 
@@ -216,6 +268,7 @@ def test_one_seed_writes_no_interval_and_no_nan(tmp_path: Path):
     for path in out.values():
         assert "nan" not in path.read_text().lower(), path
     assert "one seed: no interval" in out[".md"].read_text()
+    assert "Each attack on its own" not in out[".md"].read_text()  # no intervals to show
     assert "one seed: no spread" in out[".tex"].read_text()
 
 
@@ -255,6 +308,7 @@ def test_autoattack_on_a_subset_keeps_the_table_and_refuses_the_interval(tmp_pat
     assert float(row["delta_mean"]) == pytest.approx(means["trades"] - means["wscat"], abs=0.01)
     assert row["ci_low"] == row["ci_high"] == "" and row["verdict"] == "no interval"
     assert "AutoAttack on a subset" in row["note"] and "AutoAttack on a subset" in out[".md"].read_text()
+    assert "Each attack on its own" not in out[".md"].read_text()
     for path in out.values():
         assert "nan" not in path.read_text().lower(), path
 

@@ -652,6 +652,11 @@ def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsy
     assert "| TRADES |" in page and "| WSCAT | Mean-paper |" in page and "| mt |" in page
     assert "over AA-paper, as the paper's Mean" in page  # the companion's note, on the page too
     assert "over seeds 1, 2, 3" in page
+    # Issue 21's answer is per attack too: the paired interval on each attack alone.
+    section = page[page.index("*Each attack on its own"):]
+    header = next(line for line in section.splitlines() if line.startswith("| method |"))
+    assert header == "| method | " + " | ".join(ATTACKS) + " |"
+    assert re.search(r"^\| TRADES \|( [^|]*\[[^|]*\]\**? \|){5}$", section, re.MULTILINE), section
     assert not re.search(r"\bnan\b", page, re.IGNORECASE)
 
 

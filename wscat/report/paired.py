@@ -110,15 +110,21 @@ def _harmonic(acc: np.ndarray) -> np.ndarray:
     return np.where(np.all(acc > 0, axis=-1), mean, 0.0)
 
 
-def seed_means(flags: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Per-seed Means: flags (seeds, attacks, images), weights (B, images) counts of image draws
-    -> (B, seeds); without weights (seeds,), the table's Means."""
+def seed_means(flags: np.ndarray, weights: np.ndarray | None = None, column: str = "Mean"
+               ) -> np.ndarray:
+    """Per-seed scores of `column`: the paper's Mean (the harmonic mean of the five attacks'
+    accuracies), or one attack's accuracy (an entry of ATTACKS). flags (seeds, attacks, images),
+    weights (B, images) counts of image draws -> (B, seeds); without weights (seeds,), the
+    table's numbers."""
+    if column != "Mean":
+        flags = flags[:, [ATTACKS.index(column)], :]  # that attack alone: its accuracy
+    score = _harmonic if column == "Mean" else (lambda acc: acc[..., 0])
     if weights is None:
-        return _harmonic(100.0 * flags.mean(axis=2))
+        return score(100.0 * flags.mean(axis=2))
     seeds, attacks, n = flags.shape
     # Integer products: exact, and no BLAS threads (a shared CPU makes them slow).
     counts = weights.astype(np.int64) @ flags.reshape(seeds * attacks, n).T.astype(np.int64)
-    return _harmonic(100.0 * counts.reshape(len(weights), seeds, attacks) / n)
+    return score(100.0 * counts.reshape(len(weights), seeds, attacks) / n)
 
 
 def image_draws(n_images: int, n_bootstrap: int, rng: np.random.Generator) -> np.ndarray:
@@ -185,10 +191,13 @@ def interval(d: np.ndarray, d_boot: np.ndarray, level: float = LEVEL
 
 
 def paired_interval(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str], *,
-                    reference: str = REFERENCE, n_bootstrap: int = 2000, seed: int = 0
-                    ) -> pd.DataFrame:
-    """method - reference in Mean, its 95% interval (module docstring), whether it excludes 0.
-    With one seed there is no interval (its cells stay empty)."""
+                    reference: str = REFERENCE, n_bootstrap: int = 2000, seed: int = 0,
+                    column: str = "Mean") -> pd.DataFrame:
+    """method - reference in `column` (the Mean, or one attack's accuracy: `seed_means`), its 95%
+    interval (module docstring), whether it excludes 0; `delta_mean` is that difference averaged
+    over the seeds. With one seed there is no interval (its cells stay empty)."""
+    if column != "Mean" and column not in ATTACKS:
+        raise ValueError(f"no column '{column}' to compare; one of {', '.join(ATTACKS)}, Mean")
     if reference not in flags:
         raise ValueError(f"no metrics for the reference method '{reference}'")
     seeds = sorted(flags[reference])
@@ -202,20 +211,34 @@ def paired_interval(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequ
     rng = np.random.default_rng(seed)
     weights = image_draws(n_images, n_bootstrap, rng)
     stacked = {m: np.stack([flags[m][s] for s in seeds]) for m in [*methods, reference]}
-    ref_point, ref_boot = seed_means(stacked[reference]), seed_means(stacked[reference], weights)
+    ref_point = seed_means(stacked[reference], column=column)
+    ref_boot = seed_means(stacked[reference], weights, column)
     rows = []
     for method in methods:
-        d = seed_means(stacked[method]) - ref_point
+        d = seed_means(stacked[method], column=column) - ref_point
         row = {"method": method, "reference": reference, "delta_mean": float(np.mean(d)),
                "ci_low": None, "ci_high": None, "excludes_zero": False, "n_seeds": len(seeds),
                "n_images": n_images, "n_bootstrap": n_bootstrap, "sd_seeds": None,
                "se_test_set": None, "df": None, "note": ONE_SEED}
         if len(seeds) > 1:
-            low, high, sd, se, df = interval(d, seed_means(stacked[method], weights) - ref_boot)
+            low, high, sd, se, df = interval(d, seed_means(stacked[method], weights, column)
+                                             - ref_boot)
             row.update(ci_low=low, ci_high=high, excludes_zero=bool(low > 0 or high < 0),
                        sd_seeds=sd, se_test_set=se, df=df, note="")
         rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def paired_by_attack(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str], *,
+                     reference: str = REFERENCE, n_bootstrap: int = 2000, seed: int = 0
+                     ) -> pd.DataFrame:
+    """`paired_interval` on each attack's accuracy alone, one row per (method, attack) with the
+    attack in `column`: the same procedure and the same image draws as the Mean's. Each interval
+    holds its level by itself (benchmarks/paired_null.py); the five are not simultaneous."""
+    frames = [paired_interval(flags, methods, reference=reference, n_bootstrap=n_bootstrap,
+                              seed=seed, column=attack).assign(column=attack)
+              for attack in ATTACKS]
+    return pd.concat(frames, ignore_index=True)[["column", *COLUMNS]]
 
 
 def without_interval(datas: Sequence[Mapping], methods: Sequence[str], reason: str, *,

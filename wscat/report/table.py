@@ -303,19 +303,20 @@ def _long_csv(summary: pd.DataFrame, *, experiment: str, dataset: str, model: st
 
 
 def _paired_comparison(runs: list[tuple[Path, dict]], methods: Sequence[str],
-                       adversarial: set[str]) -> pd.DataFrame:
-    """The paired interval of every other AT method against WSCAT (empty without WSCAT)."""
+                       adversarial: set[str]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The paired interval of every other AT method against WSCAT in Mean (empty without WSCAT),
+    and on each attack alone (None where the Mean's has no per-image flags to resample)."""
     from wscat.report import paired
 
     others = [m for m in methods if m in adversarial and m != paired.REFERENCE]
     tabulated = [d for _, d in runs if d["method"] in methods]
     if paired.REFERENCE not in methods:
-        return pd.DataFrame(columns=paired.COLUMNS)
+        return pd.DataFrame(columns=paired.COLUMNS), None
     try:
         flags = paired.correctness(tabulated)
     except paired.NotTheTablesMean as refusal:  # the table stands; the interval is refused
-        return paired.without_interval(tabulated, others, str(refusal))
-    return paired.paired_interval(flags, others)
+        return paired.without_interval(tabulated, others, str(refusal)), None
+    return paired.paired_interval(flags, others), paired.paired_by_attack(flags, others)
 
 
 def write_table(*, experiment: str, dataset: str, model: str, metrics_files: list[Path],
@@ -353,12 +354,13 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
         means[row.method][row.metric] = round(float(row.mean), 4)
     outputs = {tex_path: tex, csv_path: csv}
     if md_path or paired_csv_path or paired_tex_path:
-        comparison = _paired_comparison(runs, methods, adversarial)
+        comparison, by_attack = _paired_comparison(runs, methods, adversarial)
         if md_path:
             outputs[md_path] = "\n".join(filter(None, [
                 markdown.table_markdown(summary, methods=methods, display_names=display_names,
                                         adversarial=adversarial, caption=caption),
-                markdown.paired_markdown(comparison, display_names)]))
+                markdown.paired_markdown(comparison, display_names),
+                markdown.paired_attacks_markdown(by_attack, display_names)]))
         if paired_csv_path:
             outputs[paired_csv_path] = markdown.paired_csv(comparison, display_names)
         if paired_tex_path:
