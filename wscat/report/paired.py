@@ -1,6 +1,7 @@
 """Paired comparison of every adversarially trained method against WSCAT: the difference in the
 paper's Mean (the harmonic mean of Natural, FGSM, PGD-20, CW-20 and AA) with a 95% interval that
 holds its level with three seeds (docs/evaluation.md, "Paired comparison", shows it by simulation).
+`paired_by_attack` applies the same interval to each attack's accuracy alone.
 
 Two sources of noise, crossed: the seeds (split, initialisation, batches) and the test images,
 which are the same in every seed. Per seed s the paired difference of Means is
