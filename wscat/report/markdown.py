@@ -79,10 +79,9 @@ def paired_attacks_markdown(by_attack: pd.DataFrame | None,
     """Each attack on its own (`wscat.report.paired.paired_by_attack`): one row per method, a
     cell per attack with the difference and its interval, bold where the interval excludes 0.
     Nothing where there are no intervals (one seed, or the Mean's comparison refused)."""
-    if by_attack is None or by_attack.empty or not any(
-            has_interval(row) for row in by_attack.to_dict("records")):
+    rows = [] if by_attack is None else by_attack.to_dict("records")
+    if not any(has_interval(row) for row in rows):
         return ""
-    rows = by_attack.to_dict("records")
     attacks = list(dict.fromkeys(row["column"] for row in rows))
     reference = display_names[rows[0]["reference"]]
     k = int(rows[0]["n_seeds"])
@@ -91,13 +90,11 @@ def paired_attacks_markdown(by_attack: pd.DataFrame | None,
              f"its level by itself; the {len(attacks)} attacks are not tested jointly, so one bold "
              "cell among many is weaker evidence than the Mean's interval.*", "",
              _row(["method", *attacks]), _row(["---", *("---:" for _ in attacks)])]
-    for method in dict.fromkeys(row["method"] for row in rows):
-        cells = []
-        for attack in attacks:
-            row = next(r for r in rows if r["method"] == method and r["column"] == attack)
-            text = f"{row['delta_mean']:+.2f} {_interval(row)}"
-            cells.append(f"**{text}**" if row["excludes_zero"] else text)
-        lines.append(_row([display_names[method], *cells]))
+    cells: dict[str, list[str]] = {}  # method -> its cells, in the attacks' order
+    for row in rows:
+        text = f"{row['delta_mean']:+.2f} {_interval(row)}"
+        cells.setdefault(row["method"], []).append(f"**{text}**" if row["excludes_zero"] else text)
+    lines += [_row([display_names[method], *texts]) for method, texts in cells.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -199,6 +199,24 @@ def paired_interval(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequ
     over the seeds. With one seed there is no interval (its cells stay empty)."""
     if column != "Mean" and column not in ATTACKS:
         raise ValueError(f"no column '{column}' to compare; one of {', '.join(ATTACKS)}, Mean")
+    return pd.DataFrame(_compare(flags, methods, (column,), reference, n_bootstrap, seed),
+                        columns=COLUMNS)
+
+
+def paired_by_attack(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str], *,
+                     reference: str = REFERENCE, n_bootstrap: int = 2000, seed: int = 0
+                     ) -> pd.DataFrame:
+    """`paired_interval` on each attack's accuracy alone, one row per (attack, method) with the
+    attack in `column`: the same procedure and the same image draws as the Mean's. Each interval
+    holds its level by itself (benchmarks/paired_null.py); the five are not simultaneous."""
+    return pd.DataFrame(_compare(flags, methods, ATTACKS, reference, n_bootstrap, seed),
+                        columns=["column", *COLUMNS])
+
+
+def _compare(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str],
+             columns: Sequence[str], reference: str, n_bootstrap: int, seed: int
+             ) -> list[dict]:
+    """The rows of `paired_interval`, column by column: one set of image draws for them all."""
     if reference not in flags:
         raise ValueError(f"no metrics for the reference method '{reference}'")
     seeds = sorted(flags[reference])
@@ -212,34 +230,24 @@ def paired_interval(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequ
     rng = np.random.default_rng(seed)
     weights = image_draws(n_images, n_bootstrap, rng)
     stacked = {m: np.stack([flags[m][s] for s in seeds]) for m in [*methods, reference]}
-    ref_point = seed_means(stacked[reference], column=column)
-    ref_boot = seed_means(stacked[reference], weights, column)
     rows = []
-    for method in methods:
-        d = seed_means(stacked[method], column=column) - ref_point
-        row = {"method": method, "reference": reference, "delta_mean": float(np.mean(d)),
-               "ci_low": None, "ci_high": None, "excludes_zero": False, "n_seeds": len(seeds),
-               "n_images": n_images, "n_bootstrap": n_bootstrap, "sd_seeds": None,
-               "se_test_set": None, "df": None, "note": ONE_SEED}
-        if len(seeds) > 1:
-            low, high, sd, se, df = interval(d, seed_means(stacked[method], weights, column)
-                                             - ref_boot)
-            row.update(ci_low=low, ci_high=high, excludes_zero=bool(low > 0 or high < 0),
-                       sd_seeds=sd, se_test_set=se, df=df, note="")
-        rows.append(row)
-    return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def paired_by_attack(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str], *,
-                     reference: str = REFERENCE, n_bootstrap: int = 2000, seed: int = 0
-                     ) -> pd.DataFrame:
-    """`paired_interval` on each attack's accuracy alone, one row per (method, attack) with the
-    attack in `column`: the same procedure and the same image draws as the Mean's. Each interval
-    holds its level by itself (benchmarks/paired_null.py); the five are not simultaneous."""
-    frames = [paired_interval(flags, methods, reference=reference, n_bootstrap=n_bootstrap,
-                              seed=seed, column=attack).assign(column=attack)
-              for attack in ATTACKS]
-    return pd.concat(frames, ignore_index=True)[["column", *COLUMNS]]
+    for column in columns:
+        ref_point = seed_means(stacked[reference], column=column)
+        ref_boot = seed_means(stacked[reference], weights, column)
+        for method in methods:
+            d = seed_means(stacked[method], column=column) - ref_point
+            row = {"column": column, "method": method, "reference": reference,
+                   "delta_mean": float(np.mean(d)), "ci_low": None, "ci_high": None,
+                   "excludes_zero": False, "n_seeds": len(seeds), "n_images": n_images,
+                   "n_bootstrap": n_bootstrap, "sd_seeds": None, "se_test_set": None,
+                   "df": None, "note": ONE_SEED}
+            if len(seeds) > 1:
+                low, high, sd, se, df = interval(d, seed_means(stacked[method], weights, column)
+                                                 - ref_boot)
+                row.update(ci_low=low, ci_high=high, excludes_zero=bool(low > 0 or high < 0),
+                           sd_seeds=sd, se_test_set=se, df=df, note="")
+            rows.append(row)
+    return rows
 
 
 def without_interval(datas: Sequence[Mapping], methods: Sequence[str], reason: str, *,
