@@ -58,6 +58,7 @@ from wscat import paths  # noqa: E402
 from wscat.report import paper  # noqa: E402
 
 EXPERIMENT = TIER = "cifar10-proxy"
+CORE_WAIT_S = 1800  # an extra part's wait for its core file; the runner ends it sooner on a failure
 
 
 def proxy_params(base: dict[str, Any], *, seed: int, npz: Path | None,
@@ -96,7 +97,11 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
     share the device with at most `labeler_beside` other steps. With
     `evaluations_after_training`, no evaluation starts before every training and pseudo-labelling
     has ended (an order, `Job.after`: on a card the processes take turns on, AutoAttack beside a
-    training waits a turn behind it for each of its many small launches)."""
+    training waits a turn behind it for each of its many small launches), and each extra part
+    after its core part. Otherwise (MPS: the card shared at once) a model's extra part starts
+    with its core part (`Job.alongside`, `wscat evaluate --core-wait`): its AA-paper and NRF need
+    no core number, so only the checks wait for the core file, and the extra part leaves the
+    critical path (WSCAT's training -> its core evaluation -> the tables)."""
     experiment = params["experiments"][EXPERIMENT]
     dataset, model, methods = experiment["dataset"], experiment["model"], experiment["methods"]
     root = str(results)
@@ -137,9 +142,13 @@ def build_jobs(params: dict[str, Any], params_file: Path, seed: int, results: Pa
         jobs.append(Job(f"evaluate {method}", [*evaluate, "--part", "core", "--out",
                                                run.metrics(root)], [f"train {method}"],
                         [Path(run.metrics(root))]))
-        jobs.append(Job(f"evaluate-extra {method}", [
+        extra = Job(f"evaluate-extra {method}", [
             *evaluate, "--part", "extra", "--core", run.metrics(root), "--out", run.extra(root)],
-            [f"evaluate {method}"], [Path(run.extra(root))]))
+            [f"evaluate {method}"], [Path(run.extra(root))])
+        if not evaluations_after_training:  # beside its core part; the runner ends it if that fails
+            extra.argv += ["--core-wait", str(CORE_WAIT_S)]
+            extra.deps, extra.alongside = [f"train {method}"], [f"evaluate {method}"]
+        jobs.append(extra)
     if evaluations_after_training:
         trainings = [job.name for job in jobs if job.name.startswith(("train ", "pseudo-label "))]
         for job in jobs:
@@ -620,7 +629,8 @@ def main() -> int:
                     else f"; the Mean Teacher labeler with at most {args.labeler_beside} beside")
                  + ("; MPS" if mps else "")
                  + ("; evaluations after every training" if after
-                    else "; evaluations beside the trainings"))
+                    else "; evaluations beside the trainings, each extra part beside its core "
+                         "part (its seconds include its wait for the core file)"))
     say(f"schedule: {described}")
     jobs = build_jobs(params, params_file, args.seed, args.results, args.threads,
                       priority=args.priority, labeler_beside=args.labeler_beside,

@@ -12,8 +12,10 @@ CIFAR-10 proxy, the Mean Teacher labeler -> its pseudo-labels -> WSCAT's trainin
 and a prioritised job that cannot start yet holds back every job of lower priority, so the
 critical path is never starved of a slot. `beside` caps how many other jobs share the device
 while a job runs (0: it runs alone), and `after` names jobs that must have ended (whatever became
-of them) before a job starts: an order, not a dependency. The order changes timings only: every
-step is deterministic.
+of them) before a job starts: an order, not a dependency. `alongside` names jobs that must have
+started (in the same round will do) before a job starts, and whose failure ends it: a step that
+reads another's output late, and waits for it (`wscat evaluate --part extra --core-wait` beside
+its core evaluation). The order changes timings only: every step is deterministic.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ class Job:
     priority: int = 0  # higher starts first among the ready jobs; > 0 is never starved
     beside: int | None = None  # while it runs, at most this many other jobs run (None: any)
     after: list[str] = field(default_factory=list)  # start only once these have ended
+    alongside: list[str] = field(default_factory=list)  # start once these have; end if they fail
     pid: int = 0  # its process, while it runs or after
     status: str = "pending"  # pending, running, done, failed, skipped, killed
     seconds: float = 0.0
@@ -55,9 +58,11 @@ def startable(jobs: list[Job], parallel: int) -> list[Job]:
 
     Ready jobs (every dependency done, every job of `after` ended: done, failed, skipped or
     killed) go by priority, highest first, then in list order. A job
-    starts while fewer than `parallel` run, its own `beside` allows as many others, and no running
-    job's `beside` forbids one more. A prioritised job (priority > 0) that cannot start holds back
-    every ready job of lower priority, so it gets the next slot that frees.
+    starts while fewer than `parallel` run, its own `beside` allows as many others, no running
+    job's `beside` forbids one more, and every job of its `alongside` has started (or starts in
+    this round): a job that waits for another's output never holds the slot that one needs. A
+    prioritised job (priority > 0) that cannot start holds back every ready job of lower
+    priority, so it gets the next slot that frees.
     """
     by_name = {job.name: job for job in jobs}
     running = [job for job in jobs if job.status == "running"]
@@ -70,6 +75,9 @@ def startable(jobs: list[Job], parallel: int) -> list[Job]:
     for job in (ready[i] for i in order):
         if held is not None and job.priority < held:
             break
+        if any(by_name[a].status == "pending" and by_name[a] not in chosen
+               for a in job.alongside):
+            continue  # not before the job whose output it waits for
         sharing = running + chosen
         if (len(sharing) < parallel and (job.beside is None or len(sharing) <= job.beside)
                 and all(other.beside is None or len(sharing) <= other.beside
@@ -107,13 +115,23 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
             del running[name]
             say(f"[{_clock(now - t0)}] {job.status} {name} ({job.seconds:.0f} s)"
                 + (f"; log {job.log}" if job.status == "failed" else ""))
+        for name, proc in list(running.items()):  # it would wait for an output never written
+            job = by_name[name]
+            ended = [a for a in job.alongside if by_name[a].status in ("failed", "killed")]
+            if ended:
+                proc.kill()
+                proc.wait()
+                job.status, job.seconds = "killed", now - job.started
+                del running[name]
+                say(f"[{_clock(now - t0)}] killed {name} ({job.seconds:.0f} s): {ended[0]}, "
+                    "beside it, did not finish")
         changed = True
         while changed:  # until settled: a skipped or kept job may free one earlier in the list
             changed = False
             for job in jobs:
                 if job.status != "pending":
                     continue
-                deps = [by_name[d] for d in job.deps]
+                deps = [by_name[d] for d in job.deps + job.alongside]
                 if any(dep.status in ("failed", "skipped", "killed") for dep in deps):
                     job.status, changed = "skipped", True
                     say(f"[{_clock(now - t0)}] skipped {job.name} (a step it needs did not finish)")

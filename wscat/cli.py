@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -60,6 +61,18 @@ def seed_value(text: str) -> int:
     if not 0 <= value <= SEED_MAX:
         raise argparse.ArgumentTypeError(f"{value} is outside 0..{SEED_MAX}; give a seed in "
                                          "that range")
+    return value
+
+
+def seconds_value(text: str) -> float:
+    """A number of seconds: finite, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number; give seconds, 0 or more"
+                                         ) from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text} seconds; give a finite number, 0 or more")
     return value
 
 
@@ -199,6 +212,10 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
                    help="core: the paper's five attacks and Mean; extra: AA-paper, NRF and the "
                         "masking checks (needs --core); all: both (default)")
     p.add_argument("--core", type=Path, default=None, help="the core metrics file (--part extra)")
+    p.add_argument("--core-wait", type=seconds_value, default=0.0, metavar="SECONDS",
+                   help="--part extra beside its core evaluation: if the --core file is not "
+                        "there yet, run AA-paper and NRF first, then wait up to SECONDS for it "
+                        "(default 0: it must be there)")
 
 
 def _evaluate(args: argparse.Namespace, params: Params) -> None:
@@ -207,7 +224,7 @@ def _evaluate(args: argparse.Namespace, params: Params) -> None:
     result = evaluate.run(params, dataset=args.dataset, model=args.model, method=args.method,
                           seed=args.seed, split_path=args.split, checkpoint=args.checkpoint,
                           out=args.out, device=_device(args), part=args.part,
-                          core_path=args.core)
+                          core_path=args.core, core_wait=args.core_wait)
     print(" ".join(f"{k}={v:.2f}" for k, v in result["accuracy"].items()))
 
 

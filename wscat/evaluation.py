@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,11 +202,14 @@ def core_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float
                        autoattack_warnings={"AA": standard.warnings}, per_image=per_image)
 
 
-def extra_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, core: SuiteResult,
-                eps: float, step_size: float, evaluation: Mapping[str, Any], seed: int,
-                test_set_size: int | None = None, shard_dir: Path | None = None) -> SuiteResult:
+def extra_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *,
+                core: SuiteResult | Callable[[], SuiteResult], eps: float, step_size: float,
+                evaluation: Mapping[str, Any], seed: int, test_set_size: int | None = None,
+                shard_dir: Path | None = None) -> SuiteResult:
     """Beyond the paper's five: the paper's AutoAttack variant (AA-paper), NRF and the
-    gradient-masking checks, which read the core suite's numbers (`core`)."""
+    gradient-masking checks, which read the core suite's numbers (`core`; a function that
+    returns them is called only then, after AA-paper and NRF: a core evaluation may still be
+    running beside this one)."""
     model.eval()
     n, bs, subset_seed = len(x), evaluation["batch_size"], evaluation["subset_seed"]
     total = n if test_set_size is None else test_set_size
@@ -221,6 +224,8 @@ def extra_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, core: Sui
         acc["NRF"], found = nrf_accuracy(model, x[:n_nrf], y[:n_nrf], eps=eps, step_size=step_size,
                                          config=nrf_config, batch_size=bs,
                                          generator=torch.Generator().manual_seed(seed))
+    if callable(core):
+        core = core()
     with eval_mode_enforced(model), _timed("checks"):
         standard = core.attacks["AA"]
         warnings = {**core.autoattack_warnings, "AA-paper": paper.warnings}

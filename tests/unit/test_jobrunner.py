@@ -146,3 +146,42 @@ def test_a_step_killed_at_the_deadline_keeps_how_long_it_ran(tmp_path: Path) -> 
     assert 1.0 <= jobs[0].seconds < 30 and jobs[1].seconds == 0
     assert any(line.endswith(f"({jobs[0].seconds:.0f} s)") and "killed train slow" in line
                for line in lines)
+
+
+def test_a_job_alongside_another_starts_with_it_and_never_before() -> None:
+    """`alongside`: the extra part starts in the round its core part starts, or later; never
+    first, so it cannot hold the slot the core part needs."""
+    def fresh() -> list[Job]:
+        return [Job("evaluate a", [], ["train a"], priority=2),
+                Job("extra a", [], ["train a"], priority=2, alongside=["evaluate a"]),
+                Job("train a", [], status="done"), Job("curves a", [], ["train a"])]
+
+    assert names(startable(fresh(), 8)) == ["evaluate a", "extra a", "curves a"]
+    assert names(startable(fresh(), 1)) == ["evaluate a"]  # one slot: the core part takes it
+    jobs = fresh()
+    jobs[0].status = "running"
+    assert names(startable(jobs, 2)) == ["extra a"]
+    jobs = fresh()
+    jobs[0].beside = 0  # the core part must run alone: the extra part waits for it to end
+    assert names(startable(jobs, 8)) == ["evaluate a"]
+    jobs[0].status = "running"
+    assert names(startable(jobs, 8)) == []
+    jobs[0].status = "done"
+    assert names(startable(jobs, 8)) == ["extra a", "curves a"]
+
+
+def test_a_job_whose_partner_fails_is_ended_and_a_pending_one_skipped(tmp_path: Path) -> None:
+    """The extra part waits for its core part's file: if the core part fails, the runner ends
+    the extra part at once rather than let it wait out its --core-wait."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    failing = [sys.executable, "-c", "import time; time.sleep(1); raise SystemExit(3)"]
+    jobs = [Job("evaluate a", failing, log=tmp_path / "a.log"),
+            Job("extra a", sleeper, alongside=["evaluate a"], log=tmp_path / "xa.log"),
+            Job("evaluate b", failing, ["evaluate a"], log=tmp_path / "b.log"),
+            Job("extra b", sleeper, alongside=["evaluate b"], log=tmp_path / "xb.log")]
+    lines: list[str] = []
+    run_jobs(jobs, parallel=4, say=lines.append, deadline_s=50.0)
+    assert [job.status for job in jobs] == ["failed", "killed", "skipped", "skipped"]
+    assert jobs[1].seconds < 30  # ended when its partner failed, not at the deadline
+    assert any("killed extra a" in line and "evaluate a, beside it, did not finish" in line
+               for line in lines), lines

@@ -188,6 +188,16 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
                 ["train standard", "pseudo-label standard", "train rst", "evaluate rst",
                  "evaluate-extra rst"], 1)}
     assert {name for name, job in jobs.items() if job.beside is not None} == set()
+    # Under MPS (the default here) each extra part starts with its core part and waits for its
+    # file; evaluations after every training (no MPS) keep the extra after its core part.
+    extra = jobs["evaluate-extra wscat"]
+    assert (extra.deps, extra.alongside) == (["train wscat"], ["evaluate wscat"])
+    assert extra.argv[-2:] == ["--core-wait", "1800"] and "--core" in extra.argv
+    after = {job.name: job for job in build_jobs(params, tmp_path / "params.yaml", 2, tmp_path, 2,
+                                                 evaluations_after_training=True)}
+    extra = after["evaluate-extra wscat"]
+    assert (extra.deps, extra.alongside) == (["evaluate wscat"], [])
+    assert "--core-wait" not in extra.argv
     beside = {job.name: job for job in build_jobs(params, tmp_path / "params.yaml", 2, tmp_path,
                                                   2, labeler_beside=1)}
     assert {name: job.beside for name, job in beside.items() if job.beside is not None} == {
@@ -199,15 +209,15 @@ def test_the_one_call_script_has_every_step_of_the_six_methods(archive, tmp_path
 def test_the_mean_teacher_chain_never_waits_for_a_slot(tmp_path: Path) -> None:
     """The proxy's 31 steps scheduled (jobrunner.startable) with made-up durations: whatever the
     slots and the cap beside the labeler, each step of the Mean Teacher -> WSCAT chain starts
-    when the one it needs ends; without priority, with few slots, it waits."""
+    when the one it needs ends, and WSCAT's extra evaluation beside its core one where the slots
+    allow (by its end in any case); without priority, with few slots, it waits."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from cifar10_proxy import build_jobs, proxy_params
 
     from tests.unit.test_jobrunner import most_beside, simulate
 
     params = proxy_params(real_params(), seed=1, npz=None, epochs=None)
-    chain = ["split", "train mt", "pseudo-label mt", "train wscat", "evaluate wscat",
-             "evaluate-extra wscat", "table"]
+    chain = ["split", "train mt", "pseudo-label mt", "train wscat", "evaluate wscat", "table"]
 
     def seconds(name: str) -> float:  # the H100 run's rough shares
         return {"train": 280.0, "evaluate": 100.0, "evaluate-extra": 60.0}.get(
@@ -220,6 +230,9 @@ def test_the_mean_teacher_chain_never_waits_for_a_slot(tmp_path: Path) -> None:
         waits = [after for before, after in zip(chain[:-2], chain[1:-1])
                  if times[after][0] != times[before][1]]
         assert waits == [], (parallel, beside, waits)
+        core, extra = times["evaluate wscat"], times["evaluate-extra wscat"]
+        assert core[0] <= extra[0] <= core[1] and (parallel < 4 or extra[0] < core[1]), (
+            parallel, beside, core, extra)
         if beside is not None:
             assert most_beside(times, "train mt") <= beside
     jobs = build_jobs(params, tmp_path / "params.yaml", 1, tmp_path, 2, priority=False)
@@ -257,14 +270,15 @@ def _proxy_script(tmp: Path, base: Path, npz: Path, results: Path, out: Path,
     return subprocess.run(
         [sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--params", str(base),
          "--npz", str(npz), "--seed", "1", "--jobs", "2", "--threads", "1",
-         "--results", str(results), "--out", str(out), *extra],
+         "--evaluations", "beside", "--results", str(results), "--out", str(out), *extra],
         cwd=tmp, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
 def proxy_run(archive, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One call of the script on the tiny proxy: three of the six methods (every kind of step,
-    and TRADES for the paired comparison with WSCAT; the six ran by hand on the same config)."""
+    and TRADES for the paired comparison with WSCAT; the six ran by hand on the same config),
+    evaluations beside the trainings and each extra part beside its core part, as under MPS."""
     raw, md5 = archive
     tmp = tmp_path_factory.mktemp("proxy")
     params = tiny_proxy_params(raw, md5, ["trades", "mt", "wscat"])
@@ -336,7 +350,14 @@ def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(proxy_run) -> None:
         "trades": 1, "mt": 2, "wscat": 1}
     assert "1 epochs (mt: 2)" in summary
     assert ("- schedule: 2 steps at once (--jobs), 1 threads each; labeler chains first; "
-            "evaluations after every training") in summary  # no MPS here
+            "evaluations beside the trainings") in summary  # --evaluations beside, as under MPS
+    # No extra part started before its core part (whether it then ran beside it, and waited for
+    # its file, depends on the timings; tests/unit/test_extra_beside_core.py runs that case).
+    progress = (out / "progress.log").read_text()
+    at = {line.split("] ", 1)[1]: number for number, line in enumerate(progress.splitlines())
+          if "] " in line}
+    assert all(at[f"start evaluate {m}"] < at[f"start evaluate-extra {m}"]
+               for m in ("trades", "mt", "wscat")), progress
     # OUT/seed1.tar.gz holds seed1/, what is committed as benchmarks/results/cifar10-proxy/seed1/,
     # at the places results/ has it (metrics with per-image flags and manifests, train logs,
     # pseudo-label reports), with the params, the summary, the progress and run.json; no

@@ -2,11 +2,14 @@
 all), written with its manifest."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +139,28 @@ def _evaluated_test_set(split: Split, labels: torch.Tensor, evaluation: dict[str
     return test
 
 
+def _waited_core(core_path: Path, seconds: float, identity: tuple[str, str, str, int],
+                 provenance: dict[str, Any], fields: dict[str, Any]) -> SuiteResult:
+    """The core file once it exists (its step writes it whole, by a rename), waited for up to
+    `seconds` and then checked as `run` checks one that is there at the start."""
+    print(f"waiting up to {seconds:g} s for the core metrics {core_path}", file=sys.stderr)
+    deadline = time.monotonic() + seconds
+    while not Path(core_path).exists():
+        if time.monotonic() >= deadline:
+            raise ValueError(f"--core {core_path} did not appear within {seconds:g} s of "
+                             "AA-paper and NRF ending; run its core evaluation (`wscat evaluate "
+                             "--part core`), then this step again (no metrics were written; AA-paper's finished "
+                             "shards are kept for it)")
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    check_input_kind(core_path, "metrics", "--core", fields)
+    core = _core_result(core_path, identity)
+    _check_bound(core_path, provenance)
+    return core
+
+
 def _suite(part: str, net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-           core: SuiteResult | None, common: dict[str, Any]) -> SuiteResult:
+           core: SuiteResult | Callable[[], SuiteResult] | None,
+           common: dict[str, Any]) -> SuiteResult:
     """The attacks of one part of the suite."""
     if part == "core":
         return core_suite(net, x, y, **common)
@@ -165,20 +188,29 @@ def _manifest(suite: SuiteResult, run: RunConfig, *, n_examples: int, test_set_s
 
 def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: int,
         split_path: Path, checkpoint: Path, out: Path, device: torch.device,
-        part: str = "all", core_path: Path | None = None) -> dict[str, Any]:
+        part: str = "all", core_path: Path | None = None,
+        core_wait: float = 0.0) -> dict[str, Any]:
     """The attack suite on the test set; writes the metrics JSON with its manifest.
 
     `part`: core (the paper's five columns and Mean, with per-example correctness), extra (the
     paper's AutoAttack variant, NRF and the gradient-masking checks; reads the core file
-    `core_path`), or all (both in one file). The test images are attacked in a class-stratified
-    order (`evaluation.subset_seed`), so every subset is the first n of it. Finished AutoAttack
-    shards wait in `{out}.shards/` until the metrics are written: a killed evaluation resumes."""
+    `core_path`), or all (both in one file). With `core_wait` > 0 an extra part whose core file
+    is not there yet runs AA-paper and NRF first and then waits up to `core_wait` seconds for it
+    (its core evaluation running beside it); the numbers are the same as in order. The test
+    images are attacked in a class-stratified order (`evaluation.subset_seed`), so every subset
+    is the first n of it. Finished AutoAttack shards wait in `{out}.shards/` until the metrics
+    are written: a killed evaluation resumes."""
     if part not in PARTS:
         raise ValueError(f"unknown part '{part}'; choose one of {', '.join(PARTS)}")
     if part == "extra" and core_path is None:
         raise ValueError("--part extra reads the core metrics: pass --core FILE")
     if part != "extra" and core_path is not None:  # not read: say so rather than ignore it
         raise ValueError(f"--core is read by --part extra only, not --part {part}; drop it")
+    if part != "extra" and core_wait:
+        raise ValueError(f"--core-wait is read by --part extra only, not --part {part}; drop it")
+    if not (math.isfinite(core_wait) and core_wait >= 0):
+        raise ValueError(f"--core-wait {core_wait:g}: give the seconds to wait for the core "
+                         "file, 0 or more")
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
     shard_dir = out.with_name(out.name + ".shards")
     guard_outputs({f"dataset {dataset}": raw_files(dataset, run.data), "--split": split_path,
@@ -190,14 +222,18 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
                                ("--core", core_path, "metrics")):
         check_input_kind(path, kind, option, fields)  # not a split passed as --checkpoint
     check_writable(out)
-    core = _core_result(core_path, (dataset, model, method, seed)) if part == "extra" else None
+    later = part == "extra" and core_wait > 0 and not Path(core_path).exists()
+    identity = (dataset, model, method, seed)
+    core = _core_result(core_path, identity) if part == "extra" and not later else None
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
     check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
     provenance = _provenance(params, run, net)
     check_trained_by(checkpoint, meta, provenance["training"]["fingerprint"])
-    if part == "extra":
+    if part == "extra" and not later:
         _check_bound(core_path, provenance)
+    if later:  # read once AA-paper and NRF are done, checked as a file there at the start is
+        core = functools.partial(_waited_core, core_path, core_wait, identity, provenance, fields)
     evaluation, threat = run.evaluation, run.data
     source = load_dataset(dataset, threat)
     check_split_fits(split, len(source.labels), split_path)
