@@ -107,6 +107,11 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
         net = fold_batch_norm(net)
     logits = LogitsOnly(net).eval()
+    recorder = None
+    if args.worker == "wscat" and args.model_passes:
+        from model_passes import PassRecorder
+
+        logits = recorder = PassRecorder(logits).eval()
     if args.worker == "wscat":
         with torch.no_grad():
             n_classes = int(logits(x[:1]).shape[1])
@@ -122,9 +127,13 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
                                       adversary.square)):
         def timed(*a: Any, _perturb: Any = attack.perturb, _name: str = name, **k: Any) -> Any:
             _synchronise()
+            if recorder is not None:
+                recorder.current = _name
             wall, cpu = time.perf_counter(), _cpu_seconds()
             out = _perturb(*a, **k)
             _synchronise()
+            if recorder is not None:
+                recorder.current = None
             entry = spent.setdefault(_name, {"wall_s": 0.0, "cpu_s": 0.0, "points": 0})
             entry["wall_s"] += time.perf_counter() - wall
             entry["cpu_s"] += _cpu_seconds() - cpu
@@ -144,9 +153,18 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
+    passes = None
+    if recorder is not None:
+        from model_passes import replay, tally
+
+        calls = [call for call in recorder.calls if call["attack"] in ATTACKS]
+        with eval_mode_enforced(net), frozen_parameters(net):
+            passes = {"count": tally(calls),
+                      "alone": replay(recorder.inner, x, calls, _synchronise)}
     with torch.no_grad():
         robust = (logits(x_adv).argmax(1) == y).tolist()
     return {"path": args.worker, "attacks": spent, "total": total, "n_examples": len(x),
+            **({"model_passes": passes} if passes else {}),
             "batch_size": batch, "forward": args.forward if args.worker == "wscat" else "eager",
             "robust": "".join("1" if r else "0" for r in robust),
             "x_adv_sha": __import__("hashlib").sha256(x_adv.cpu().numpy().tobytes()).hexdigest()}
@@ -157,7 +175,7 @@ def _run_worker(args: argparse.Namespace, path: str, method: str, seed: int) -> 
                "--params", str(args.params), "--dataset", args.dataset, "--model", args.model,
                "--method", method, "--seed", str(seed), "--threads", str(args.threads),
                "--device", args.device, "--library-batch", str(args.library_batch or 0),
-               "--forward", args.forward]
+               "--forward", args.forward, *(["--model-passes"] if args.model_passes else [])]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         sys.exit(f"{path} run of {method} seed {seed} failed:\n{done.stderr[-2000:]}")
@@ -188,8 +206,18 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
         lines[-1:-1] = [f"- wscat's path ran the model with the `{args.forward}` forward "
                         "(benchmarks/forward_variants.py): another rounding of the same "
                         "function, so flags may differ; the page counts them."]
+    passes = all("model_passes" in run["wscat"] for run in runs)
+    if passes:
+        lines[-1:-1] = [
+            "- `model passes alone`: every pass wscat's run asked of the model (its batch size; "
+            "a forward, or a forward and the input's gradient), recorded during the run and "
+            "replayed alone on the same model and images afterwards "
+            "(`benchmarks/model_passes.py`): the seconds no change outside the model's kernels "
+            "can remove. `passes`: forward / gradient passes."]
     header = ["model", "attack", "points", "library s", "wscat s", "wscat / library (CPU)"]
-    lines += [_row(header), _row(["---"] * 2 + ["---:"] * 4)]
+    header += ["model passes alone s", "passes"] if passes else []
+    lines += [_row(header), _row(["---"] * 2 + ["---:"] * (len(header) - 2))]
+    floor = {"wall_s": 0.0, "cpu_s": 0.0}
     totals = {p: {"wall_s": 0.0, "cpu_s": 0.0} for p in PATHS}
     identical, compared, moved = True, 0, 0  # compared/moved: runs in another layout or forward
     for run in runs:
@@ -202,9 +230,15 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
             a = a or {"wall_s": 0.0, "cpu_s": 0.0, "points": 0}
             b = b or {"wall_s": 0.0, "cpu_s": 0.0, "points": 0}
             ratio = f"{b['cpu_s'] / a['cpu_s']:.2f}" if a["cpu_s"] > 0 else "-"
-            lines.append(_row([name, attack, str(a["points"]),
-                               f"{a['wall_s']:.1f} ({a['cpu_s']:.1f})",
-                               f"{b['wall_s']:.1f} ({b['cpu_s']:.1f})", ratio]))
+            cells = [name, attack, str(a["points"]), f"{a['wall_s']:.1f} ({a['cpu_s']:.1f})",
+                     f"{b['wall_s']:.1f} ({b['cpu_s']:.1f})", ratio]
+            if passes:
+                alone = new["model_passes"]["alone"].get(attack, {"wall_s": 0.0, "cpu_s": 0.0})
+                count = new["model_passes"]["count"].get(attack, {"forward": 0, "gradient": 0})
+                floor = {k: floor[k] + alone[k] for k in floor}
+                cells += [f"{alone['wall_s']:.1f} ({alone['cpu_s']:.1f})",
+                          f"{count['forward']:,} / {count['gradient']:,}"]
+            lines.append(_row(cells))
         for path, result in (("library", lib), ("wscat", new)):
             for key in ("wall_s", "cpu_s"):
                 totals[path][key] += result["total"][key]
@@ -213,10 +247,15 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
         forward = new.get("forward", "eager")
         elsewhere = layouts[0] != layouts[1] or forward != "eager"
         identical &= same or elsewhere
-        lines.append(_row([name, "**whole AutoAttack**", str(lib["n_examples"]),
-                           f"{lib['total']['wall_s']:.1f} ({lib['total']['cpu_s']:.1f})",
-                           f"{new['total']['wall_s']:.1f} ({new['total']['cpu_s']:.1f})",
-                           f"{new['total']['cpu_s'] / lib['total']['cpu_s']:.2f}"]))
+        whole = [name, "**whole AutoAttack**", str(lib["n_examples"]),
+                 f"{lib['total']['wall_s']:.1f} ({lib['total']['cpu_s']:.1f})",
+                 f"{new['total']['wall_s']:.1f} ({new['total']['cpu_s']:.1f})",
+                 f"{new['total']['cpu_s'] / lib['total']['cpu_s']:.2f}"]
+        if passes:
+            alone = new["model_passes"]["alone"].values()
+            whole += [f"{sum(a['wall_s'] for a in alone):.1f} "
+                      f"({sum(a['cpu_s'] for a in alone):.1f})", ""]
+        lines.append(_row(whole))
         if elsewhere:
             changed = sum(a != b for a, b in zip(lib["robust"], new["robust"]))
             compared, moved = compared + 1, moved + changed
@@ -226,7 +265,8 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
         else:
             verdict = "identical" if same else "**DIFFER**"
         lines.append(_row([name, "robust flags, adversarial images",
-                           f"{lib['robust'].count('1')} robust", "", "", verdict]))
+                           f"{lib['robust'].count('1')} robust", "", "", verdict]
+                          + ["", ""] * passes))
     lib, new = totals["library"], totals["wscat"]
     lines += ["", f"All models: library {lib['wall_s']:.1f} s ({lib['cpu_s']:.1f} s CPU), wscat "
               f"{new['wall_s']:.1f} s ({new['cpu_s']:.1f} s CPU): "
@@ -239,6 +279,10 @@ def render(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
     if compared:
         lines[-1] += (f" On the {compared} model(s) run in another batch layout or forward, "
                       f"{moved} robust flag(s) differ.")
+    if passes:
+        lines[-1] += (f" The model's own passes, replayed alone, took {floor['cpu_s']:.1f} s of "
+                      f"CPU: {100 * floor['cpu_s'] / max(lib['cpu_s'], 1e-9):.0f}% of the "
+                      "library's time, against the issue's target of 40%.")
     lines.append("")
     return "\n".join(lines)
 
@@ -273,6 +317,10 @@ def main() -> None:
     parser.add_argument("--method", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--profile", type=Path, help="cProfile the wscat run to this file")
+    parser.add_argument("--model-passes", action="store_true",
+                        help="also record every pass wscat's run asks of the model and replay "
+                             "them alone afterwards (benchmarks/model_passes.py): the model's own "
+                             "seconds, a floor for any change outside its kernels")
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(args)))
