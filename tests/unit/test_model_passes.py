@@ -75,7 +75,8 @@ def test_the_speed_page_shows_the_model_passes_and_their_share_of_the_library() 
     page = render([{"method": "wscat", "seed": 1, "library": run(10.0), "wscat": wscat}],
                   argparse.Namespace(device="cpu", threads=1, forward="eager"), "cmd")
     assert "| model passes alone s | passes |" in page
-    assert "| wscat seed 1 | apgd-ce | 4 | 10.0 (10.0) | 6.0 (6.0) | 0.60 | 4.5 (4.0) | 3 / 1,200 |" in page
+    assert ("| wscat seed 1 | apgd-ce | 4 | 10.0 (10.0) | 6.0 (6.0) | 0.60 | 4.5 (4.0) "
+            "| 3 / 1,200 |") in page
     assert "replayed alone, took 4.0 s of CPU: 40% of the library's time" in page
     plain = render([{"method": "wscat", "seed": 1, "library": run(10.0), "wscat": run(6.0)}],
                    argparse.Namespace(device="cpu", threads=1, forward="eager"), "cmd")

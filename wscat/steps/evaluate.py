@@ -149,8 +149,8 @@ def _waited_core(core_path: Path, seconds: float, identity: tuple[str, str, str,
         if time.monotonic() >= deadline:
             raise ValueError(f"--core {core_path} did not appear within {seconds:g} s of "
                              "AA-paper and NRF ending; run its core evaluation (`wscat evaluate "
-                             "--part core`), then this step again (no metrics were written; AA-paper's finished "
-                             "shards are kept for it)")
+                             "--part core`), then this step again (no metrics were written; "
+                             "AA-paper's finished shards are kept for it)")
         time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
     check_input_kind(core_path, "metrics", "--core", fields)
     core = _core_result(core_path, identity)
