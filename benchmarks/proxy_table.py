@@ -237,9 +237,10 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
                                paper_cells=paper.paper_cells(params, TIER, label),
                                tex=stage / f"{label}-vs-paper.tex",
                                csv=stage / f"{label}-vs-paper.csv")
-        write_text(stage / "table.md", page(params, dirs, expected, stage, label))
+        figure = paired_figure(params, files, stage / f"{label}-vs-paper.csv", stage / FIGURE)
+        write_text(stage / "table.md", page(params, dirs, expected, stage, label, figure))
         for path in stage.iterdir():
-            if NAN.search(path.read_text()):
+            if path.suffix in (".md", ".csv", ".tex", ".json") and NAN.search(path.read_text()):
                 raise ValueError(f"{path.name} would hold a NaN (a std over {len(dirs)} seed(s) "
                                  "is undefined where the table's statistics need two); render "
                                  "once another seed is in")
@@ -251,13 +252,49 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
             partial.chmod(0o644)
             os.replace(partial, target)
             written.append(target)
+        if not figure:  # none to draw now (one seed): an older render's picture would be stale
+            for stale in out.glob(f"{FIGURE}.*"):
+                stale.unlink()
     return written
 
 
+FIGURE = "paired-vs-wscat"  # the paired comparison's picture: .png, .pdf, .csv
+
+
+def paired_figure(params: dict[str, Any], files: list[Path], companion: Path,
+                  prefix: Path) -> bool:
+    """The paired differences from WSCAT, per attack and in Mean, with their intervals, beside
+    the paper's differences read from the companion (its AA is the paper's own AutoAttack, its
+    Mean over that); False (nothing drawn) where there is no interval to draw."""
+    import csv
+
+    from wscat.report import paired
+    from wscat.report import paired_figure as figure
+    from wscat.report.names import display_name, is_adversarial
+    from wscat.report.table import _paired_comparison, read_runs
+
+    methods = params["experiments"][EXPERIMENT]["methods"]
+    adversarial = {m for m in methods if is_adversarial(method_for(params, m))}  # as `wscat table`
+    mean, by_attack = _paired_comparison(read_runs(files), methods, adversarial)
+    if by_attack is None or by_attack.empty or mean["ci_low"].isna().all():
+        return False
+    with open(companion, newline="") as handle:
+        reported = {(row["method"], row["metric"].replace("Mean-paper", "Mean")):
+                    float(row["paper"]) for row in csv.DictReader(handle)}
+    reference = display_name(paired.REFERENCE)
+    gaps = {(method, metric): round(value - reported[(reference, metric)], 2)
+            for (method, metric), value in reported.items()
+            if metric in figure.PANELS and (reference, metric) in reported}
+    figure.paired_figure(figure.rows(by_attack, mean, gaps, {m: display_name(m) for m in methods}),
+                         prefix, reference=reference,
+                         paper_note="; the paper's AA is its own AutoAttack, its Mean over that")
+    return True
+
+
 def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], stage: Path,
-         label: str) -> str:
-    """table.md: which seeds are in, how each ran, Table 2 with the paired comparison, the
-    companion beside the paper's CIFAR-10 numbers, the labelers' pseudo-labels."""
+         label: str, figure: bool = False) -> str:
+    """table.md: which seeds are in, how each ran, Table 2 with the paired comparison (and its
+    picture), the companion beside the paper's CIFAR-10 numbers, the labelers' pseudo-labels."""
     present = list(dirs)
     missing = [s for s in expected if s not in dirs]
     seeds = ", ".join(map(str, present))
@@ -283,6 +320,12 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
         *[_runs_line(seed, folder) for seed, folder in dirs.items()], "",
         "## Accuracy (%), mean ± std over the seeds, and the paired comparison with WSCAT", "",
         (stage / f"{EXPERIMENT}.md").read_text(),
+        *([f"![The paired differences from WSCAT, per attack and in Mean, beside the paper's]"
+           f"({FIGURE}.png)", "",
+           f"`{FIGURE}.png` (and `.pdf`, `.csv`): each method's difference from WSCAT per "
+           "attack and in Mean, the 95% paired interval as the bar (filled point: it excludes "
+           "0), and the paper's own difference as x (its AA is its AutoAttack variant, its "
+           "Mean over that).", ""] if figure else []),
         "## Beside the paper's CIFAR-10 numbers (Table 2, WRN-28-10, 100 epochs, 46,000 "
         "unlabelled images)", "", _companion_markdown(companion),
         "## The labelers' pseudo-labels: accuracy (%) on the unlabelled training images", "",

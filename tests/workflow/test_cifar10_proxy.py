@@ -634,7 +634,8 @@ def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsy
         [f"{PROXY}{end}" for end in (".tex", ".csv", ".md", ".json", "-paired.csv",
                                      "-paired.tex")]
         + [f"Tab-RQ1-CIFAR10{end}" for end in (".tex", ".csv", "-vs-paper.tex",
-                                               "-vs-paper.csv")] + ["table.md"])
+                                               "-vs-paper.csv")] + ["table.md"]
+        + [f"paired-vs-wscat.{ext}" for ext in ("png", "pdf", "csv")])
     files = sorted(seeds_dir.glob(f"seed*/metrics/{PROXY}/wrn-10-1/*/seed*.json"))
     assert len(files) == 18
     expected = summarise(collect(files), ["trades", "mt", "wscat"]).set_index(["method", "metric"])
@@ -673,6 +674,24 @@ def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsy
     assert "| TRADES |" in page and "| WSCAT | Mean-paper |" in page and "| mt |" in page
     assert "over AA-paper, as the paper's Mean" in page  # the companion's note, on the page too
     assert "over seeds 1, 2, 3" in page
+    # The picture of the paired comparison: its numbers are the paired CSV's (Mean) and the
+    # per-attack section's; x marks the paper's own difference (TRADES - WSCAT, CIFAR-10).
+    with open(out / "paired-vs-wscat.csv", newline="") as handle:
+        plotted = {row["column"]: row for row in csv.DictReader(handle)}
+    assert list(plotted) == [*ATTACKS, "Mean"] and {r["method"] for r in plotted.values()} == {
+        "TRADES"}
+    assert [float(plotted["Mean"][k]) for k in ("difference", "ci_low", "ci_high")] == [
+        pytest.approx(float(paired[0][k]), abs=0.005) for k in ("delta_mean", "ci_low", "ci_high")]
+    cells = re.search(r"^\| TRADES \|(.*)\|$", page[page.index("*Each attack on its own"):],
+                      re.MULTILINE).group(1).split("|")
+    for attack, cell in zip(ATTACKS, cells):
+        numbers = [float(n) for n in re.findall(r"[-+]\d+\.\d+", cell)]
+        assert numbers == [pytest.approx(float(plotted[attack][k]), abs=0.005)
+                           for k in ("difference", "ci_low", "ci_high")], (attack, cell)
+    assert plotted["Mean"]["paper_difference"] == "-28.78"  # 30.62 - 59.4
+    assert plotted["AA"]["paper_difference"] == "-26.79"  # 25.44 - 52.23
+    assert "![The paired differences from WSCAT" in page and "(paired-vs-wscat.png)" in page
+    assert (out / "paired-vs-wscat.png").read_bytes().startswith(b"\x89PNG")
     # Issue 21's answer is per attack too: the paired interval on each attack alone.
     section = page[page.index("*Each attack on its own"):]
     header = next(line for line in section.splitlines() if line.startswith("| method |"))
@@ -745,6 +764,12 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     assert code == 2 and "is a file; pass a folder" in err
     (two / f"seed2/metrics/{PROXY}/wrn-10-1/trades/seed2-extra.json").unlink()
     assert "seed2-extra.json: missing, so seed 2 is not complete" in refused(two)
+    # One seed: no interval, so no picture; the two seeds' one in `out` goes rather than stay.
+    assert (out / "paired-vs-wscat.png").is_file()
+    shutil.rmtree(two / "seed2")
+    assert _render(capsys, "--seeds-dir", str(two), "--out", str(out)) == (0, "")
+    assert not list(out.glob("paired-vs-wscat.*"))
+    assert "paired-vs-wscat.png" not in (out / "table.md").read_text()
 
 
 def test_the_one_call_script_refuses_a_bad_schedule(tmp_path: Path) -> None:
