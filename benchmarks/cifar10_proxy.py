@@ -630,7 +630,8 @@ def main() -> int:
                  + ("; MPS" if mps else "")
                  + ("; evaluations after every training" if after
                     else "; evaluations beside the trainings, each extra part beside its core "
-                         "part (its seconds include its wait for the core file)"))
+                         "part (its seconds include its wait for the core file; its log says "
+                         "how long)"))
     say(f"schedule: {described}")
     jobs = build_jobs(params, params_file, args.seed, args.results, args.threads,
                       priority=args.priority, labeler_beside=args.labeler_beside,

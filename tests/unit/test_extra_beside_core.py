@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,6 +69,7 @@ def test_the_extra_part_beside_its_core_part_writes_the_same_file(trained: Path,
     os.replace(late.with_suffix(".tmp"), late)  # as the core step writes it: whole, by a rename
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, "".join(waited) + err
+    assert re.search(r"^waited \d+\.\d s for the core metrics$", err, re.MULTILINE), err
     assert (tmp_path / "beside.json").read_bytes() == in_order.read_bytes()
     # A core file there at the start is read at the start, as without --core-wait.
     there = tmp_path / "there.json"

@@ -144,7 +144,8 @@ def _waited_core(core_path: Path, seconds: float, identity: tuple[str, str, str,
     """The core file once it exists (its step writes it whole, by a rename), waited for up to
     `seconds` and then checked as `run` checks one that is there at the start."""
     print(f"waiting up to {seconds:g} s for the core metrics {core_path}", file=sys.stderr)
-    deadline = time.monotonic() + seconds
+    started = time.monotonic()
+    deadline = started + seconds
     while not Path(core_path).exists():
         if time.monotonic() >= deadline:
             raise ValueError(f"--core {core_path} did not appear within {seconds:g} s of "
@@ -152,6 +153,7 @@ def _waited_core(core_path: Path, seconds: float, identity: tuple[str, str, str,
                              "--part core`), then this step again (no metrics were written; "
                              "AA-paper's finished shards are kept for it)")
         time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    print(f"waited {time.monotonic() - started:.1f} s for the core metrics", file=sys.stderr)
     check_input_kind(core_path, "metrics", "--core", fields)
     core = _core_result(core_path, identity)
     _check_bound(core_path, provenance)
