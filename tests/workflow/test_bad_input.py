@@ -207,7 +207,9 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
      .replace("out/p.json", "out/p.npz"), "are the same output"),
     ("split-out-is-dataset", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
         "toy.npz", x_train=bad.images(), y_train=Y, x_test=bad.images(seed=1), y_test=Y)),
-     SPLIT.replace("digits", "toy").replace("out/s.npz", "toy.npz"), "is the input dataset toy"),
+     SPLIT.replace("digits", "toy").replace("out/s.npz", "toy.npz"),
+     "--out toy.npz holds a dataset archive (x_train, y_train), which `wscat split` would "
+     "overwrite"),
     ("split-out-is-params", None, SPLIT.replace("out/s.npz", "params.yaml"), "is the input --params"),
     ("train-out-dir-holds-split", bad.copy("s.npz", "out/run/s.npz"), TRAIN.format(split="out/run/s.npz"),
      "holds the input --split"),
