@@ -237,6 +237,7 @@ def _other_dataset(files: list[Path]) -> list[Path]:
 @pytest.mark.parametrize("breakage, methods, message", [
     (lambda files: files, METHODS + ["mt"], "no metrics file for method(s) mt"),
     (_drop_seed, METHODS, "different seeds"),
+    (_drop_seed, METHODS, "no metrics file for wscat seed 3; pass it (`wscat evaluate` makes it)"),
     (_break_json, METHODS, "trades-seed2.json: not valid JSON"),
     (_drop_key, METHODS, "standard-seed1.json: 'accuracy' lacks metric"),
     (_missing_file, METHODS, "absent.json: metrics file not found"),

@@ -245,7 +245,12 @@ def summarise(frame: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
     seeds = {method: sorted(set(frame.loc[frame["method"] == method, "seed"])) for method in methods}
     if len({tuple(s) for s in seeds.values()}) > 1:
         detail = "; ".join(f"{method}: {s}" for method, s in seeds.items())
-        raise ValueError(f"methods were run with different seeds ({detail})")
+        every = sorted(set().union(*seeds.values()))
+        lacking = ", ".join(f"{method} seed {seed}" for method, s in seeds.items()
+                            for seed in every if seed not in s)
+        raise ValueError(f"methods were run with different seeds ({detail}): no metrics file "
+                         f"for {lacking}; pass it (`wscat evaluate` makes it), so that every "
+                         "method has the same seeds")
     rows = []
     for method in methods:
         for metric in frame.attrs.get("metrics", METRICS):
