@@ -135,3 +135,16 @@ def test_a_test_only_class_is_named_by_split(tmp_path: Path,
     command = split_setup(work, npz)
     line = one_line_error(command, "y_test", work, capsys)
     assert "class 10" in line, line
+
+
+def test_a_name_a_paper_tier_makes_is_refused_with_advice_one_can_follow(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """digits-full is made by the digits tier when params.yaml loads; "remove that entry" named
+    an entry the file does not hold. A written entry keeps that advice."""
+    work, npz = work_with(tmp_path, **arrays())
+    made = ["add-dataset", "digits-full", str(npz), "--params", str(work / "params.yaml")]
+    line = one_line_error(made, "datasets.digits-full is made from", work, capsys)
+    assert "pick another name" in line and "remove that entry" not in line, line
+    written = ["add-dataset", "digits", str(npz), "--params", str(work / "params.yaml")]
+    assert "pick another name, or remove that entry first" in one_line_error(
+        written, "datasets.digits already exists", work, capsys)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from wscat.config import ConfigError, load_params, method_for
 from wscat.errors import OutputError
@@ -317,8 +318,13 @@ def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Pat
                           f"a new file, or pass it as --params (--params {out}) to add the "
                           "blocks to it (nothing was written)")
     params = load_params(params_file)
+    written = yaml.safe_load(params_file.read_text()) or {}
     for section in SECTIONS:
         if name in params.get(section, {}):
+            if name not in (written.get(section) or {}):  # made when the file loads (a tier's)
+                raise ValueError(f"{section}.{name} is made from {params_file} when it loads (a "
+                                 "paper tier's dataset, not an entry you can remove); pick "
+                                 "another name")
             raise ValueError(f"{section}.{name} already exists in {params_file}; pick another "
                              "name, or remove that entry first")
     summary = inspect(name, npz)
