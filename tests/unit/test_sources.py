@@ -311,3 +311,19 @@ def test_split_of_a_loaded_dataset_uses_its_official_test_set(cifar10):
     assert len(split.unlabelled) == 20 and split.unlabelled.max() < 50
     used = np.concatenate([split.labelled, split.validation, split.unlabelled, split.test])
     assert len(np.unique(used)) == 70
+
+
+def test_an_own_npz_that_changed_says_how_to_accept_the_change(tmp_path) -> None:
+    """An added dataset's npz with another md5 than params.yaml records: get it again, or, if it
+    changed on purpose, update or delete the md5 line (a CIFAR archive gets the first only)."""
+    from wscat.data.sources.archives import verify
+    from wscat.data.sources.npz import Npz
+
+    npz = tmp_path / "mine.npz"
+    npz.write_bytes(b"not the recorded file")
+    [archive] = Npz().archives("mine", {"path": str(npz), "md5": "0" * 32})
+    with pytest.raises(DatasetUnavailable, match="fails its md5 check") as caught:
+        verify("mine", archive)
+    message = str(caught.value)
+    assert message.endswith("; or, if you changed it on purpose, update or delete the md5 line "
+                            "of datasets.mine in params.yaml") and "\n" not in message

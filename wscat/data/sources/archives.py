@@ -114,7 +114,8 @@ def verify(name: str, archive: Archive) -> None:
     if found != archive.md5.lower():
         raise DatasetUnavailable(
             f"dataset '{name}': {archive.path} fails its md5 check (expected {archive.md5}, got "
-            f"{found}); get it again from {archive.origin} and put it at {archive.path}")
+            f"{found}); get it again from {archive.origin} and put it at {archive.path}"
+            f"{archive.changed}")
 
 
 def fetch(name: str, archives: list[Archive], download: bool) -> None:

@@ -68,13 +68,15 @@ class Archive:
     """One file a source reads: where it lives, where a person gets it, how it is checked.
 
     `origin` completes "get it from ...". `url` is set where the file can be downloaded
-    automatically; `md5` is checked before the file is read (None: not checked).
+    automatically; `md5` is checked before the file is read (None: not checked); `changed`
+    completes a failed check's advice where the user may have changed the file on purpose.
     """
 
     path: Path
     origin: str
     url: str | None = None
     md5: str | None = None
+    changed: str = ""
 
 
 class Source(Protocol):

@@ -81,7 +81,9 @@ class Npz:
 
     def archives(self, name: str, cfg: Mapping[str, Any]) -> list[Archive]:
         md5 = cfg.get("md5")
-        return [Archive(_path(name, cfg), origin=ORIGIN, md5=str(md5) if md5 else None)]
+        return [Archive(_path(name, cfg), origin=ORIGIN, md5=str(md5) if md5 else None,
+                        changed=f"; or, if you changed it on purpose, update or delete the md5 "
+                                f"line of datasets.{name} in params.yaml")]
 
     def read(self, name: str, cfg: Mapping[str, Any]) -> ImageDataset:
         path = _path(name, cfg)
