@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -28,6 +27,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the workers import wscat where it is not installed (a lent GPU)
+sys.path.insert(0, str(ROOT / "benchmarks"))  # model_passes, forward_variants beside this file
+
+from model_passes import cpu_seconds as _cpu_seconds  # noqa: E402
 ATTACKS = ("apgd-ce", "apgd-t", "fab-t", "square")
 PATHS = ("library", "wscat")
 
@@ -40,11 +42,6 @@ def _machine(device: str, threads: int) -> str:
 
     torch.set_num_threads(threads)
     return machine(torch.device(device))
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _synchronise() -> None:

@@ -7,6 +7,7 @@ Used by `benchmarks/autoattack_speed.py --model-passes`.
 """
 from __future__ import annotations
 
+import resource
 import time
 from typing import Any
 
@@ -37,6 +38,12 @@ class PassRecorder(nn.Module):
         return out
 
 
+def cpu_seconds() -> float:
+    """This process's CPU time so far (user + system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def tally(calls: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Per attack: passes with and without a gradient, and the images they ran on."""
     out: dict[str, dict[str, int]] = {}
@@ -59,18 +66,12 @@ def replay(model: nn.Module, x: torch.Tensor, calls: list[dict[str, Any]],
     forward without a graph, or a forward and the gradient of the summed logits with respect to
     the input (what an attack's backward costs through the model; the weights need no
     gradient). Same batch sizes, same order."""
-    import resource
-
-    def cpu() -> float:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
-
     spent: dict[str, dict[str, float]] = {}
     inputs: dict[int, torch.Tensor] = {}
     for call in calls:
         images = inputs.setdefault(call["n"], _images(x, call["n"]))
         synchronise()
-        wall, used = time.perf_counter(), cpu()
+        wall, used = time.perf_counter(), cpu_seconds()
         if call["backward"]:
             point = images.clone().requires_grad_(True)
             torch.autograd.grad(model(point).sum(), point)
@@ -80,5 +81,5 @@ def replay(model: nn.Module, x: torch.Tensor, calls: list[dict[str, Any]],
         synchronise()
         entry = spent.setdefault(str(call["attack"]), {"wall_s": 0.0, "cpu_s": 0.0})
         entry["wall_s"] += time.perf_counter() - wall
-        entry["cpu_s"] += cpu() - used
+        entry["cpu_s"] += cpu_seconds() - used
     return spent

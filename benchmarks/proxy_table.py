@@ -23,7 +23,10 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -226,7 +229,7 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(path.resolve())
         table = stage / EXPERIMENT
-        table_step.run(params, experiment=EXPERIMENT, metrics=files, tex=table.with_suffix(".tex"),
+        compared = table_step.run(params, experiment=EXPERIMENT, metrics=files, tex=table.with_suffix(".tex"),
                        csv=table.with_suffix(".csv"), summary=table.with_suffix(".json"),
                        md=table.with_suffix(".md"),
                        paired_csv=stage / f"{EXPERIMENT}-paired.csv",
@@ -237,7 +240,8 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
                                paper_cells=paper.paper_cells(params, TIER, label),
                                tex=stage / f"{label}-vs-paper.tex",
                                csv=stage / f"{label}-vs-paper.csv")
-        figure = paired_figure(params, files, stage / f"{label}-vs-paper.csv", stage / FIGURE)
+        figure = paired_figure(*compared, stage / f"{label}-vs-paper.csv", stage / FIGURE,
+                               params["experiments"][EXPERIMENT]["methods"])
         write_text(stage / "table.md", page(params, dirs, expected, stage, label, figure))
         for path in stage.iterdir():
             if path.suffix in (".md", ".csv", ".tex", ".json") and NAN.search(path.read_text()):
@@ -261,22 +265,20 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
 FIGURE = "paired-vs-wscat"  # the paired comparison's picture: .png, .pdf, .csv
 
 
-def paired_figure(params: dict[str, Any], files: list[Path], companion: Path,
-                  prefix: Path) -> bool:
-    """The paired differences from WSCAT, per attack and in Mean, with their intervals, beside
-    the paper's differences read from the companion (its AA is the paper's own AutoAttack, its
-    Mean over that); False (nothing drawn) where there is no interval to draw."""
+def paired_figure(mean: pd.DataFrame, by_attack: pd.DataFrame | None, companion: Path,
+                  prefix: Path, methods: list[str]) -> bool:
+    """The paired differences from WSCAT (`wscat table`'s, in Mean and on each attack alone),
+    with their intervals, beside the paper's differences read from the companion (its AA is the
+    paper's own AutoAttack, its Mean over that); False (nothing drawn) where there is no
+    interval to draw."""
     import csv
 
     from wscat.report import paired
     from wscat.report import paired_figure as figure
-    from wscat.report.names import display_name, is_adversarial
-    from wscat.report.table import _paired_comparison, read_runs
+    from wscat.report.names import display_name
 
-    methods = params["experiments"][EXPERIMENT]["methods"]
-    adversarial = {m for m in methods if is_adversarial(method_for(params, m))}  # as `wscat table`
-    mean, by_attack = _paired_comparison(read_runs(files), methods, adversarial)
-    if by_attack is None or by_attack.empty or mean["ci_low"].isna().all():
+    if by_attack is None or not any(paired.has_interval(row) for row in
+                                    mean.to_dict("records")):
         return False
     with open(companion, newline="") as handle:
         reported = {(row["method"], row["metric"].replace("Mean-paper", "Mean")):

@@ -39,13 +39,13 @@ def paired_figure(plotted: list[dict], prefix: Path, *, reference: str = "WSCAT"
     from wscat.report.figures import plt, save
 
     methods = list(dict.fromkeys(row["method"] for row in plotted))
+    cells = {(row["column"], row["method"]): row for row in plotted}
     fig, axes = plt.subplots(1, len(PANELS), figsize=(2.3 * len(PANELS), 0.45 * len(methods) + 1.6),
                              sharey=True)
     for ax, column in zip(axes, PANELS):
         ax.axvline(0.0, color="0.6", linewidth=0.8)
         for y, method in enumerate(methods):
-            row = next((r for r in plotted if r["column"] == column and r["method"] == method),
-                       None)
+            row = cells.get((column, method))
             if row is None:
                 continue
             if row["ci_low"] is not None:

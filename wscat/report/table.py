@@ -328,12 +328,14 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
                 methods: list[str], display_names: Mapping[str, str], adversarial: Iterable[str],
                 tex_path: Path, csv_path: Path, summary_path: Path,
                 notes: Sequence[str] = (), md_path: Path | None = None,
-                paired_csv_path: Path | None = None, paired_tex_path: Path | None = None) -> None:
+                paired_csv_path: Path | None = None, paired_tex_path: Path | None = None
+                ) -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
     """Build one experiment's table: the .tex, the long .csv (as reported.csv, plus n_seeds), the
     summary JSON, and optionally its Markdown twin and the paired comparison against WSCAT
     (`wscat.report.paired`: .csv, .tex, and a section of the Markdown twin).
 
     Everything is read and rendered before the first file is written, so a failure writes nothing.
+    Returns the paired comparison (in Mean, and on each attack alone) where it was computed.
     """
     from wscat.report import markdown
 
@@ -358,8 +360,9 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     for row in summary.itertuples():
         means[row.method][row.metric] = round(float(row.mean), 4)
     outputs = {tex_path: tex, csv_path: csv}
+    compared = None
     if md_path or paired_csv_path or paired_tex_path:
-        comparison, by_attack = _paired_comparison(runs, methods, adversarial)
+        compared = comparison, by_attack = _paired_comparison(runs, methods, adversarial)
         if md_path:
             outputs[md_path] = "\n".join(filter(None, [
                 markdown.table_markdown(summary, methods=methods, display_names=display_names,
@@ -374,3 +377,4 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     for path, text in outputs.items():
         write_text(path, text)
     write_json(summary_path, means)
+    return compared

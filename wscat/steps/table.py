@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wscat.config import ConfigError, method_for
 from wscat.io import guard_outputs
 from wscat.report.names import display_name, is_adversarial
 from wscat.report import write_table
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Path, csv: Path,
         summary: Path, md: Path | None = None, paired_csv: Path | None = None,
-        paired_tex: Path | None = None) -> None:
-    """Render experiment `experiment` of params.yaml from `metrics`."""
+        paired_tex: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
+    """Render experiment `experiment` of params.yaml from `metrics`; the paired comparison
+    (`wscat.report.table.write_table`) where one of its outputs was asked for."""
     if experiment not in params["experiments"]:
         raise ConfigError(f"unknown experiment '{experiment}'; configured: "
                           f"{', '.join(params['experiments'])}")
@@ -25,13 +29,13 @@ def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Pa
     spec = params["experiments"][experiment]
     methods = spec["methods"]
     check_training(params, metrics, experiment=experiment)
-    write_table(experiment=experiment, dataset=spec["dataset"],
-                model=spec["model"], metrics_files=metrics, methods=methods,
-                display_names={m: display_name(m) for m in methods},
-                adversarial={m for m in methods if is_adversarial(method_for(params, m))},
-                tex_path=tex, csv_path=csv, summary_path=summary,
-                notes=table_notes(params, spec["dataset"], methods), md_path=md,
-                paired_csv_path=paired_csv, paired_tex_path=paired_tex)
+    return write_table(experiment=experiment, dataset=spec["dataset"],
+                       model=spec["model"], metrics_files=metrics, methods=methods,
+                       display_names={m: display_name(m) for m in methods},
+                       adversarial={m for m in methods if is_adversarial(method_for(params, m))},
+                       tex_path=tex, csv_path=csv, summary_path=summary,
+                       notes=table_notes(params, spec["dataset"], methods), md_path=md,
+                       paired_csv_path=paired_csv, paired_tex_path=paired_tex)
 
 
 def table_notes(params: dict[str, Any], dataset: str, methods: list[str]) -> list[str]:
