@@ -242,6 +242,7 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
                                csv=stage / f"{label}-vs-paper.csv")
         figure = paired_figure(*compared, stage / f"{label}-vs-paper.csv", stage / FIGURE,
                                params["experiments"][EXPERIMENT]["methods"])
+        validation_curves(params, dirs, stage / CURVES)
         write_text(stage / "table.md", page(params, dirs, expected, stage, label, figure))
         for path in stage.iterdir():
             if path.suffix in (".md", ".csv", ".tex", ".json") and NAN.search(path.read_text()):
@@ -263,6 +264,27 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
 
 
 FIGURE = "paired-vs-wscat"  # the paired comparison's picture: .png, .pdf, .csv
+CURVES = "validation-curves"  # every run's validation accuracy per epoch: .png, .pdf, .csv
+
+
+def validation_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Path) -> None:
+    """Every run's validation accuracy per epoch, over the seeds in, each run's checkpoint
+    epoch marked (wscat/report/validation_figure.py), from the seeds' train_log.csv files."""
+    from wscat.report import validation_figure as figure
+    from wscat.report.names import display_name
+
+    spec = params["experiments"][EXPERIMENT]
+    logs = {}
+    for method in spec["methods"]:
+        for seed, folder in dirs.items():
+            path = folder / f"models/{spec['dataset']}/{spec['model']}/{method}/seed{seed}/train_log.csv"
+            if not path.is_file():
+                raise ValueError(f"{path}: missing, so seed {seed} is not complete; unpack the "
+                                 f"run's OUT/seed{seed}.tar.gz again")
+            logs[(method, seed)] = path
+    selection = {m: method_for(params, m, spec["dataset"])["selection"] for m in spec["methods"]}
+    figure.validation_figure(figure.rows(logs, selection, {m: display_name(m) for m in
+                                                           spec["methods"]}), prefix)
 
 
 def paired_figure(mean: pd.DataFrame, by_attack: pd.DataFrame | None, companion: Path,
@@ -328,6 +350,13 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
            "attack and in Mean, the 95% paired interval as the bar (filled point: it excludes "
            "0), and the paper's own difference as x (its AA is its AutoAttack variant, its "
            "Mean over that).", ""] if figure else []),
+        "## Validation accuracy per epoch", "",
+        f"![Every run's validation accuracy per epoch, its checkpoint's epoch marked]({CURVES}.png)",
+        "",
+        f"`{CURVES}.png` (and `.pdf`, `.csv`): each run's accuracy on the labelled validation "
+        "split per epoch (what checkpoint selection reads; CW-20 for the adversarially trained "
+        "runs, natural for the others), one line per method and seed; o marks the epoch whose "
+        "weights the run reports (Mean Teacher's: the last, as the release labels with).", "",
         "## Beside the paper's CIFAR-10 numbers (Table 2, WRN-28-10, 100 epochs, 46,000 "
         "unlabelled images)", "", _companion_markdown(companion),
         "## The labelers' pseudo-labels: accuracy (%) on the unlabelled training images", "",

@@ -635,7 +635,8 @@ def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsy
                                      "-paired.tex")]
         + [f"Tab-RQ1-CIFAR10{end}" for end in (".tex", ".csv", "-vs-paper.tex",
                                                "-vs-paper.csv")] + ["table.md"]
-        + [f"paired-vs-wscat.{ext}" for ext in ("png", "pdf", "csv")])
+        + [f"{name}.{ext}" for name in ("paired-vs-wscat", "validation-curves")
+           for ext in ("png", "pdf", "csv")])
     files = sorted(seeds_dir.glob(f"seed*/metrics/{PROXY}/wrn-10-1/*/seed*.json"))
     assert len(files) == 18
     expected = summarise(collect(files), ["trades", "mt", "wscat"]).set_index(["method", "metric"])
@@ -692,6 +693,24 @@ def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsy
     assert plotted["AA"]["paper_difference"] == "-26.79"  # 25.44 - 52.23
     assert "![The paired differences from WSCAT" in page and "(paired-vs-wscat.png)" in page
     assert (out / "paired-vs-wscat.png").read_bytes().startswith(b"\x89PNG")
+    # Every run's validation curve: the train logs' numbers, each run's checkpoint epoch marked
+    # once (Mean Teacher's the last, selection: last; the others' their best score, ties later).
+    with open(out / "validation-curves.csv", newline="") as handle:
+        curves = list(csv.DictReader(handle))
+    runs = {(row["method"], row["seed"]) for row in curves}
+    assert runs == {(m, str(s)) for m in ("TRADES", "MT", "WSCAT") for s in (1, 2, 3)}
+    for method, seed in runs:
+        log = list(csv.DictReader(open(seeds_dir / f"seed{seed}/models/{PROXY}/wrn-10-1/"
+                                       f"{method.lower()}/seed{seed}/train_log.csv")))
+        mine = [row for row in curves if (row["method"], row["seed"]) == (method, seed)]
+        column = "val_natural" if method == "MT" else "val_cw"
+        assert {row["metric"] for row in mine} == {column}
+        assert [float(row["accuracy"]) for row in mine] == [float(r[column]) for r in log]
+        marked = [int(row["epoch"]) for row in mine if row["checkpoint"] == "True"]
+        scores = [float(r["score"]) for r in log]
+        best = max(i for i, v in enumerate(scores) if v == max(scores)) + 1
+        assert marked == [len(log) if method == "MT" else best], (method, seed)
+    assert "(validation-curves.png)" in page
     # Issue 21's answer is per attack too: the paired interval on each attack alone.
     section = page[page.index("*Each attack on its own"):]
     header = next(line for line in section.splitlines() if line.startswith("| method |"))
@@ -749,12 +768,14 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     for name, broken, says in (
             (f"metrics/{PROXY}/wrn-10-1/trades/seed2.json", '{"seed": 2, "acc', "not a readable"),
             ("run.json", '{"steps": [{"done": 1}]}', "lack a status or kept field"),
-            (f"pseudo/{PROXY}/wrn-10-1/mt/seed2.json", '{"seed": 2}', "without accuracy")):
+            (f"pseudo/{PROXY}/wrn-10-1/mt/seed2.json", '{"seed": 2}', "without accuracy"),
+            (f"models/{PROXY}/wrn-10-1/wscat/seed2/train_log.csv", "epoch,loss\n1,2.0\n",
+             "lacks the val_* column")):
         path = two / "seed2" / name
         saved = path.read_text()
         path.write_text(broken)
         err = refused(two)
-        assert f"{path}: " in err and says in err
+        assert str(path) in err and says in err
         path.write_text(saved)
     (two / "seed2/params.yaml").rename(two / "seed2/params.yml")
     err = refused(two)
@@ -762,6 +783,10 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     (two / "seed2/params.yml").rename(two / "seed2/params.yaml")
     code, err = _render(capsys, "--seeds-dir", str(two), "--out", str(out / "table.md"))
     assert code == 2 and "is a file; pass a folder" in err
+    log = two / f"seed2/models/{PROXY}/wrn-10-1/mt/seed2/train_log.csv"
+    log.rename(log.with_suffix(".bak"))
+    assert f"{log}: missing, so seed 2 is not complete" in refused(two)
+    log.with_suffix(".bak").rename(log)
     (two / f"seed2/metrics/{PROXY}/wrn-10-1/trades/seed2-extra.json").unlink()
     assert "seed2-extra.json: missing, so seed 2 is not complete" in refused(two)
     # One seed: no interval, so no picture; the two seeds' one in `out` goes rather than stay.
@@ -770,6 +795,7 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     assert _render(capsys, "--seeds-dir", str(two), "--out", str(out)) == (0, "")
     assert not list(out.glob("paired-vs-wscat.*"))
     assert "paired-vs-wscat.png" not in (out / "table.md").read_text()
+    assert "(validation-curves.png)" in (out / "table.md").read_text()  # one seed has curves
 
 
 def test_the_one_call_script_refuses_a_bad_schedule(tmp_path: Path) -> None:

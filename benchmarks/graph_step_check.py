@@ -1,0 +1,221 @@
+"""Do CUDA graphs change a training step? The same steps eager, compiled, and compiled as graphs.
+
+    # on a lent GPU (~1 minute a method; the proxy's model and batch):
+    python3 benchmarks/graph_step_check.py --device cuda --methods mt --steps 30 --out $OUT
+
+Each method trains `--steps` steps three times from one start on the same batches, through the
+trainer's own `train_step` (the method's loss, SGD, the EMA/teacher update): eager; compiled
+(`torch.compile` mode "default"); compiled with CUDA graphs (mode "reduce-overhead", what the
+CIFAR-10 proxy trains with: benchmarks/results/compile-choice-cifar10-proxy.md). Graphs replay the
+kernels inductor generated, so the last two should agree to the bit, or at most by what eager and
+compiled differ by (rounding). A gap between them well beyond that would be something the
+graphs do: an input read from a stale buffer, an output overwritten before it was read
+(`wscat.training.speed.begin_graph_step`). The report gives, per pair, the largest difference
+of the losses along the way, of the weights, of the EMA's weights and of its batch-norm
+statistics at the end, and says which pair is which.
+
+Random CIFAR-shaped batches (`--batch`, the proxy's 128; Mean Teacher's with the proxy's 29
+labelled images, the rest unlabelled) at a progress past Mean Teacher's ramp-up, so its
+consistency term and late teacher decay are what is checked. No data file, no label of anyone's.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+VARIANTS = ("eager", "default", "reduce-overhead")
+PAIRS = (("eager", "default", "rounding: eager against compiled"),
+         ("default", "reduce-overhead", "graphs: compiled against compiled with CUDA graphs"))
+LABELLED = 29  # of 128: the proxy's labelled share of a semi-supervised batch
+
+
+@dataclass
+class Trace:
+    """One variant's run: the loss of every step, and the states at the end."""
+    losses: list[float]
+    model: dict[str, torch.Tensor]
+    ema_weights: dict[str, torch.Tensor]
+    ema_statistics: dict[str, torch.Tensor]
+    seconds: float
+
+
+def _batches(steps: int, batch: int, data: str, device: torch.device
+             ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """`steps` random batches in [0, 1] with labels; a semi-supervised method's carry -1 (no
+    label) after the first LABELLED of every 128."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    out = []
+    for _ in range(steps):
+        x = torch.rand(batch, 3, 32, 32, generator=generator, device=device)
+        labels = torch.randint(0, 10, (batch,), generator=generator, device=device)
+        if data == "semi":
+            labels[max(1, batch * LABELLED // 128):] = -1
+        out.append((x, labels))
+    return out
+
+
+def run_variant(method_key: str, variant: str, args: argparse.Namespace,
+                params: dict[str, Any]) -> Trace:
+    """`args.steps` steps of `method_key` from seed 0's start, eager or compiled as `variant`."""
+    from wscat.config import method_for
+    from wscat.methods import Batch, StepContext, build_method
+    from wscat.models import build_model
+    from wscat.optim import SGD
+    from wscat.training.ema import make_ema
+    from wscat.training.speed import prepare_model, uses_cuda_graphs
+    from wscat.training.trainer import train_step
+
+    import torch._dynamo
+
+    torch._dynamo.reset()  # each variant traces and compiles afresh
+    device = torch.device(args.device)
+    method_params = method_for(params, method_key, args.dataset)
+    torch.manual_seed(0)
+    model = build_model(**params["models"][args.model], in_channels=3, num_classes=10,
+                        mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010)).to(device)
+    method = build_method(method_params, feature_dim=model.feature_dim, num_classes=10,
+                          image_shape=(3, 32, 32)).to(device)
+    optimizer = SGD(list(model.parameters()) + list(method.trainable_parameters()),
+                    lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    ema = make_ema(model)
+    compiled = variant != "eager"
+    mode = variant if compiled else "default"
+    step_model = prepare_model(model, channels_last=args.channels_last, compile=compiled,
+                               mode=mode)  # type: ignore[arg-type]
+    graphs = uses_cuda_graphs(compiled, mode)
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    generator = torch.Generator(device=device).manual_seed(1)
+    model.train()
+    method.train()
+    losses = []
+    started = time.perf_counter()
+    for step, (x, labels) in enumerate(_batches(args.steps, args.batch, method_params["data"],
+                                                device)):
+        x = x.contiguous(memory_format=fmt)
+        progress = args.progress + step / 111
+        ctx = StepContext(eps=8 / 255, step_size=2 / 255, steps=args.attack_steps,
+                          generator=generator, ema_model=ema, progress=progress,
+                          augment=lambda t: t)
+        decay = method.ema_decay(progress)
+        loss, _ = train_step(method, step_model, model, optimizer, ema, Batch(x, x, labels), ctx,
+                             precision=args.precision, ema_decay=0.98 if decay is None else decay,
+                             cuda_graphs=graphs)
+        losses.append(float(loss))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - started
+    ema_state = {k: v.detach().clone() for k, v in ema.state_dict().items()}
+    weights = {name for name, _ in ema.named_parameters()}
+    return Trace(losses, {k: v.detach().clone() for k, v in model.state_dict().items()},
+                 {k: v for k, v in ema_state.items() if k in weights},
+                 {k: v for k, v in ema_state.items()
+                  if k not in weights and v.is_floating_point()}, seconds)
+
+
+def _gap(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """The largest absolute difference over every tensor of two states."""
+    if a.keys() != b.keys():
+        raise ValueError(f"states differ in their keys: {sorted(a.keys() ^ b.keys())[:3]}")
+    return max((float((a[k].float() - b[k].float()).abs().max()) for k in a), default=0.0)
+
+
+def compare(traces: dict[str, Trace]) -> list[dict[str, Any]]:
+    """Per pair of PAIRS: the largest difference of the losses, weights, EMA weights and EMA
+    batch-norm statistics."""
+    rows = []
+    for first, second, meaning in PAIRS:
+        a, b = traces[first], traces[second]
+        rows.append({
+            "pair": f"{first} / {second}", "meaning": meaning,
+            "loss": max(abs(x - y) for x, y in zip(a.losses, b.losses, strict=True)),
+            "weights": _gap(a.model, b.model), "ema_weights": _gap(a.ema_weights, b.ema_weights),
+            "ema_statistics": _gap(a.ema_statistics, b.ema_statistics)})
+    return rows
+
+
+def verdict(rows: list[dict[str, Any]]) -> str:
+    """Whether the graphs' gap stays within the rounding gap, on every quantity."""
+    rounding, graphs = rows
+    keys = ("loss", "weights", "ema_weights", "ema_statistics")
+    worse = [k for k in keys if graphs[k] > rounding[k]]
+    if not worse:
+        return ("graphs change nothing beyond rounding: every gap between compiled and graphed "
+                "is within the gap between eager and compiled")
+    return ("GRAPHS DIFFER beyond rounding in " + ", ".join(worse) +
+            ": compiled and graphed should replay the same kernels")
+
+
+def report(method_key: str, traces: dict[str, Trace], args: argparse.Namespace,
+           machine: str) -> str:
+    rows = compare(traces)
+    lines = [f"## {method_key}: {args.steps} steps, {args.model}, batch {args.batch}, "
+             f"{args.precision}, progress {args.progress} ({machine})", "",
+             "| pair | what the gap is | loss | weights | EMA weights | EMA batch-norm statistics |",
+             "|---|---|---:|---:|---:|---:|"]
+    for row in rows:
+        lines.append(f"| {row['pair']} | {row['meaning']} | {row['loss']:.3g} | "
+                     f"{row['weights']:.3g} | {row['ema_weights']:.3g} | "
+                     f"{row['ema_statistics']:.3g} |")
+    seconds = ", ".join(f"{v} {t.seconds:.1f} s" for v, t in traces.items())
+    lines += ["", f"Seconds (compilation included): {seconds}.", "",
+              f"**{verdict(rows)}.**", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--methods", nargs="+", default=["mt"])
+    parser.add_argument("--model", default="wrn-16-4", help="a params.yaml `models` key")
+    parser.add_argument("--dataset", default="cifar10-proxy",
+                        help="whose per-dataset method knobs to use")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16")
+    parser.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--attack-steps", type=int, default=10)
+    parser.add_argument("--progress", type=float, default=40.0,
+                        help="training progress in epochs at the first step (past the ramp-up)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="a folder for graph-step-check.md (written after each method)")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.batch < 1:
+        parser.error("--steps and --batch must be at least 1")
+
+    from wscat.config import load_params
+    from wscat.provenance import machine as hardware
+    from wscat.training.speed import configure_backend
+
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    configure_backend(device, deterministic=True)
+    params = load_params(ROOT / "params.yaml")
+    unknown = [m for m in args.methods if m not in params["methods"]]
+    if unknown or args.model not in params["models"]:
+        parser.error(f"not in params.yaml: {', '.join(unknown) or args.model}")
+    machine = f"{hardware(device)}, torch {torch.__version__}"
+    text = ["# CUDA graphs against eager and compiled training steps", "",
+            f"`python3 benchmarks/graph_step_check.py {' '.join(sys.argv[1:] if argv is None else argv)}`",
+            ""]
+    for method_key in args.methods:
+        traces = {variant: run_variant(method_key, variant, args, params) for variant in VARIANTS}
+        text.append(report(method_key, traces, args, machine))
+        print(text[-1], flush=True)
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "graph-step-check.md").write_text("\n".join(text))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

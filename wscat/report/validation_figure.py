@@ -1,0 +1,77 @@
+"""Every run's validation accuracy per epoch, over the seeds, in one picture: what checkpoint
+selection read (the labelled validation split), and which epoch each run's reported weights
+come from. Adversarially trained runs are judged by CW-20 accuracy, the others (the labelers,
+Standard) by natural accuracy: the paper's selection criteria (params.yaml `selection`)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from wscat.report.figures import read_train_log
+
+PANELS = (("val_natural", "natural accuracy (%)", "runs without an attack: the labelers, Standard"),
+          ("val_cw", "CW-20 accuracy (%)", "adversarially trained runs"))
+
+
+def checkpoint_epoch(path: Path, selection: str) -> int:
+    """The epoch whose weights best.pt holds, from train_log.csv at `path` (read_train_log has
+    checked it): the last for `selection: last`, else the best `score` (the selection
+    criterion's value) among validated epochs, a tie going to the later one (the trainer's
+    rule, wscat/training/trainer.py)."""
+    log = pd.read_csv(path)
+    if selection == "last":
+        return int(log["epoch"].iloc[-1])
+    if "score" not in log.columns or log["score"].isna().all():
+        raise ValueError(f"{path}: no validated epoch has a score, so which epoch best.pt "
+                         "holds is unknown; pass the train_log.csv `wscat train` wrote")
+    scored = log.dropna(subset=["score"])
+    return int(scored.loc[scored["score"] == scored["score"].max(), "epoch"].iloc[-1])
+
+
+def rows(logs: Mapping[tuple[str, int], Path], selection: Mapping[str, str],
+         names: Mapping[str, str]) -> list[dict]:
+    """What the figure plots: one row per (method, seed, epoch) with a validation score, in its
+    panel's column (CW-20 where the run logged it, else natural), and whether the run's
+    checkpoint is that epoch's."""
+    out = []
+    for (method, seed), path in logs.items():
+        log = read_train_log(path)
+        column = "val_cw" if "val_cw" in log.columns else "val_natural"
+        chosen = checkpoint_epoch(path, selection[method])
+        for _, row in log.dropna(subset=[column]).iterrows():
+            out.append({"method": names.get(method, method), "seed": seed,
+                        "epoch": int(row["epoch"]), "metric": column,
+                        "accuracy": round(float(row[column]), 4),
+                        "checkpoint": int(row["epoch"]) == chosen})
+    return out
+
+
+def validation_figure(plotted: list[dict], prefix: Path) -> None:
+    """prefix.pdf, .png and .csv: a panel per metric, a line per run (colour: method, style:
+    seed), a dot on the epoch each run's checkpoint holds."""
+    from wscat.report.figures import plt, save
+
+    panels = [panel for panel in PANELS if any(r["metric"] == panel[0] for r in plotted)]
+    methods = list(dict.fromkeys(row["method"] for row in plotted))
+    seeds = sorted({row["seed"] for row in plotted})
+    colours = {m: f"C{i}" for i, m in enumerate(methods)}
+    styles = {s: ("-", "--", ":", "-.")[i % 4] for i, s in enumerate(seeds)}
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.6), squeeze=False)
+    for ax, (metric, label, what) in zip(axes[0], panels):
+        frame = pd.DataFrame([r for r in plotted if r["metric"] == metric])
+        for (method, seed), run in frame.groupby(["method", "seed"], sort=False):
+            ax.plot(run["epoch"], run["accuracy"], styles[seed], color=colours[method],
+                    linewidth=1.2, label=f"{method}, seed {seed}")
+            chosen = run[run["checkpoint"]]
+            ax.plot(chosen["epoch"], chosen["accuracy"], "o", color=colours[method])
+        ax.set_title(what, fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(f"validation {label}")
+        ax.grid(color="0.9")
+        ax.legend(fontsize=7)
+    fig.suptitle("Validation accuracy per epoch (the labelled validation split); "
+                 "o: the epoch whose weights each run reports", fontsize=9)
+    fig.tight_layout()
+    save(fig, prefix, plotted)
