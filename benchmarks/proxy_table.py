@@ -60,7 +60,8 @@ def read_json(path: Path, what: str, keys: tuple[str, ...] = ()) -> dict[str, An
 def seed_dirs(seeds_dir: Path) -> dict[int, Path]:
     """seed -> its folder (seed{s}/ under `seeds_dir`), in seed order."""
     if not seeds_dir.is_dir():
-        raise ValueError(f"{seeds_dir}: no such folder; pass --seeds-dir, the folder that holds "
+        what = "a file, not a folder" if seeds_dir.exists() else "no such folder"
+        raise ValueError(f"{seeds_dir}: {what}; pass --seeds-dir, the folder that holds "
                          "the runs' seed{s}/ folders")
     found: dict[int, Path] = {}
     for path in sorted(seeds_dir.iterdir()):
@@ -212,6 +213,13 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
     from wscat.steps import table as table_step
 
     dirs = seed_dirs(seeds_dir)
+    unexpected = [s for s in dirs if s not in expected]
+    if unexpected:
+        raise ValueError(f"{seeds_dir} holds seed{'s' if len(unexpected) > 1 else ''} "
+                         f"{', '.join(map(str, unexpected))}, not among the expected seeds "
+                         f"{', '.join(map(str, expected))}; add "
+                         f"{'them' if len(unexpected) > 1 else 'it'} to --expect, or move "
+                         f"{'those folders' if len(unexpected) > 1 else 'that folder'} out")
     missing = [s for s in expected if s not in dirs]
     if require_all and missing:
         raise ValueError(f"seeds {', '.join(map(str, missing))} of {', '.join(map(str, expected))} "
@@ -330,9 +338,6 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
         status = (f"Seed{'s' if len(present) > 1 else ''} in: {seeds} ({len(present)} of "
                   f"{len(expected)}). Still missing: seed{'s' if len(missing) > 1 else ''} "
                   f"{', '.join(map(str, missing))}. This is not the {count}-seed table.")
-    extra = [s for s in present if s not in expected]
-    if extra:
-        status += f" Seeds {', '.join(map(str, extra))} are not among the tier's seeds."
     model = params["experiments"][EXPERIMENT]["model"]
     model = paper.tier_spec(params, TIER)["model_names"].get(model, model)
     companion = stage / f"{label}-vs-paper.csv"
@@ -363,21 +368,34 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
         _labelers(params, dirs)])
 
 
+def seed_folder(out: Path, seeds_dir: Path) -> Path | None:
+    """The seed folder (seed{s}/ under `seeds_dir`, there or not yet) that `out` is or lies in,
+    or `seeds_dir` itself where `out` is it; None for any other folder."""
+    out, seeds_dir = out.resolve(), seeds_dir.resolve()
+    if out == seeds_dir:
+        return seeds_dir
+    if seeds_dir not in out.parents:
+        return None
+    first = out.relative_to(seeds_dir).parts[0]
+    return seeds_dir / first if SEED_DIR.fullmatch(first) else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from wscat.cli import Parser, seed_value
+
+    parser = Parser(prog="proxy_table", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds-dir", type=Path, default=SEEDS_DIR,
                         help="the folder of the runs' seed{s}/ folders")
     parser.add_argument("--out", type=Path, default=None,
                         help="where the table's files go (default: SEEDS_DIR/table)")
-    parser.add_argument("--expect", type=int, nargs="+", default=None,
+    parser.add_argument("--expect", type=seed_value, nargs="+", default=None,
                         help="the tier's seeds (default: params.yaml's experiment seeds)")
     parser.add_argument("--require-all", action="store_true",
                         help="fail unless every expected seed is in")
-    args = parser.parse_args(argv)
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        print(f"proxy_table: error: --out {args.out} is a file; pass a folder for the table's "
-              "files", file=sys.stderr)
-        return 2
+    try:  # a usage error: one line (wscat.cli.Parser), exit 2; --help: 0
+        args = _checked(parser, parser.parse_args(argv))
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else 0
     try:
         expected = args.expect or load_params(ROOT / "params.yaml")["experiments"][EXPERIMENT][
             "seeds"]
@@ -391,6 +409,22 @@ def main(argv: list[str] | None = None) -> int:
         return exit_code(error)
     print(f"wrote {len(written)} files: {', '.join(str(path) for path in written)}")
     return 0
+
+
+def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """The arguments, or a one-line usage error for an --out or --expect that cannot be right."""
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file; pass a folder for the table's files")
+    if args.expect and len(set(args.expect)) < len(args.expect):
+        twice = sorted({s for s in args.expect if args.expect.count(s) > 1})
+        parser.error(f"--expect lists seed {', '.join(map(str, twice))} more than once; "
+                     "name each seed once")
+    if args.out is not None and (folder := seed_folder(args.out, args.seeds_dir)) is not None:
+        where = ("the seeds' folder itself" if folder == args.seeds_dir.resolve() else
+                 f"in {folder}, the place of a run's seed folder")
+        parser.error(f"--out {args.out} is {where}, which the table reads; pass another folder "
+                     f"(the default is {args.seeds_dir / 'table'})")
+    return args
 
 
 if __name__ == "__main__":

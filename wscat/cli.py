@@ -235,7 +235,7 @@ def _table_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tex", type=Path, required=True, help="the LaTeX table to write")
     p.add_argument("--csv", type=Path, required=True, help="the table as CSV")
     p.add_argument("--summary", type=Path, required=True,
-                   help="mean and std per (method, attack), as JSON")
+                   help="the mean per (method, attack) over the seeds, as JSON")
     p.add_argument("--md", type=Path, default=None, help="the Markdown twin (README)")
     p.add_argument("--paired-csv", type=Path, default=None,
                    help="paired bootstrap comparison against WSCAT (.csv)")
@@ -439,10 +439,33 @@ COMMANDS: dict[str, Command] = {
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with its errors as one line (no usage block), exit 2; subcommands inherit it."""
+    """argparse with its errors as one line (no usage block), exit 2; subcommands inherit it.
+    An unknown option is named by the step it was given to, and a missing required option
+    comes with the options given that the step does not know (a misspelling, often)."""
+
+    _given: list[str] = []
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            steps = next((a.choices for a in self._actions
+                          if isinstance(a, argparse._SubParsersAction)), {})
+            owner = steps.get(getattr(parsed, "step", None), self)
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
 
     def error(self, message: str) -> None:  # type: ignore[override]
         message = " ".join(message.split())
+        if message.startswith("the following arguments are required"):
+            unknown = [given.split("=")[0] for given in self._given if given.startswith("--")
+                       and given.split("=")[0] not in self._option_string_actions]
+            if unknown:
+                message += (f"; {', '.join(unknown)} {'is not an option' if len(unknown) == 1 else 'are not options'}"
+                            f" of `{self.prog}` (misspelt?)")
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 

@@ -603,6 +603,7 @@ def test_divergence_in_the_first_epoch_writes_no_checkpoint(split_work, capsys, 
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert "epoch 1, step 1 of" in line and "no checkpoint was written" in line
     assert not list((split_work / "run").rglob("*.pt"))
+    assert not (split_work / "run" / "dvclive").exists()  # no empty curves left behind
 
 
 # --- Snakemake: a target no rule makes -------------------------------------------------------

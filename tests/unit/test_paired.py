@@ -321,3 +321,31 @@ def test_the_null_simulation_refuses_no_repeats(repeats: str, capsys) -> None:
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "--repeats" in err and "at least 1" in err and "Traceback" not in err
+
+
+def test_the_reading_says_three_seeds_hold_the_level_only_with_three():
+    """The simulation (benchmarks/paired_null.py) ran at three seeds; two seeds' comparison does
+    not claim its level (a newcomer's audit found it did, beside a ±159-point interval)."""
+    from wscat.report.markdown import how_to_read
+
+    row = {"n_seeds": 3, "note": "", "n_bootstrap": 2000, "n_images": 359}
+    assert "It holds its level with three seeds" in how_to_read(row, "WSCAT")
+    for k in (2, 4):
+        text = how_to_read({**row, "n_seeds": k}, "WSCAT")
+        assert "holds its level with three" not in text
+        assert f"shown by simulation with three seeds (docs/evaluation.md), not with {k}" in text
+    assert "one degree of freedom" in how_to_read({**row, "n_seeds": 2}, "WSCAT")
+
+
+def test_a_paired_comparison_without_wscat_is_refused_before_anything_is_written(tmp_path):
+    from wscat.config import ConfigError, load_params
+    from wscat.steps import table
+
+    params = load_params(Path(__file__).resolve().parents[2] / "params.yaml")
+    params["experiments"]["mini"] = {**params["experiments"]["digits"],
+                                     "methods": ["standard", "trades"]}
+    with pytest.raises(ConfigError, match="has no WSCAT .* leave out --paired-csv"):
+        table.run(params, experiment="mini", metrics=[tmp_path / "m.json"],
+                  tex=tmp_path / "t.tex", csv=tmp_path / "t.csv", summary=tmp_path / "s.json",
+                  paired_csv=tmp_path / "p.csv")
+    assert not list(tmp_path.iterdir())

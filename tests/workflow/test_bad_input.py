@@ -287,6 +287,10 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
     ("threads-0", None, TRAIN.format(split="s.npz") + " --threads 0", "argument --threads"),
     ("argument-missing", None, "split --dataset digits --seed 1", "required: --out"),
     ("argument-unknown", None, SPLIT + " --bogus 3", "unrecognized arguments: --bogus"),
+    ("argument-unknown-names-its-step", None, "list-experiments --bogus",
+     "wscat list-experiments: error: unrecognized arguments: --bogus"),
+    ("argument-misspelt", None, SPLIT.replace("--dataset", "--datset"),
+     "required: --dataset; --datset is not an option of `wscat split` (misspelt?)"),
     ("step-unknown", None, "splitt --dataset digits", "invalid choice: 'splitt'"),
 ]
 

@@ -752,7 +752,8 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
             in refused(two))
     params.write_text(saved)
     shutil.copytree(two / "seed1", two / "seed4")  # a run's folder under another seed's name
-    assert "a run of seeds [1], not of seed 4" in refused(two)
+    assert "holds seed 4, not among the expected seeds 1, 2, 3" in refused(two)
+    assert "a run of seeds [1], not of seed 4" in refused(two, "--expect", "1", "2", "3", "4")
     shutil.rmtree(two / "seed4")
     shutil.copytree(two / "seed1", two / "seed01")  # the same seed twice: never one dropped
     assert "seed01: name it seed1/" in refused(two)

@@ -55,8 +55,15 @@ def how_to_read(first: Mapping, reference: str) -> str:
             f"interval from Student's t with {k - 1} degrees of freedom on the per-seed "
             f"differences (t = {t_quantile(0.975, k - 1):.2f}), widened by the test-set term "
             f"shared by the seeds ({first['n_bootstrap']} resamples of the {first['n_images']} "
-            "test images). It holds its level with three seeds (docs/evaluation.md). An interval "
-            "that contains 0 is noise, not a ranking.")
+            f"test images). {_level(k)} An interval that contains 0 is noise, not a ranking.")
+
+
+def _level(k: int) -> str:
+    """What the simulation (benchmarks/paired_null.py, run at three seeds) says of k seeds."""
+    if k == 3:
+        return "It holds its level with three seeds (docs/evaluation.md)."
+    return (f"Its level is shown by simulation with three seeds (docs/evaluation.md), not with "
+            f"{k}{': with two, t has one degree of freedom and the interval is very wide' if k == 2 else ''}.")
 
 
 def paired_markdown(paired: pd.DataFrame, display_names: Mapping[str, str]) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from wscat.config import ConfigError, method_for
 from wscat.io import guard_outputs
 from wscat.report.names import display_name, is_adversarial
-from wscat.report import write_table
+from wscat.report import paired, write_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,10 +23,14 @@ def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Pa
     if experiment not in params["experiments"]:
         raise ConfigError(f"unknown experiment '{experiment}'; configured: "
                           f"{', '.join(params['experiments'])}")
-    guard_outputs({"metrics": metrics},
+    spec = params["experiments"][experiment]
+    if (paired_csv or paired_tex) and paired.REFERENCE not in spec["methods"]:
+        raise ConfigError(f"experiment '{experiment}' has no {display_name(paired.REFERENCE)} "
+                          f"(its methods: {', '.join(spec['methods'])}), so there is nothing to "
+                          "compare with; leave out --paired-csv and --paired-tex")
+    guard_outputs({"metrics file": metrics},
                   {"--tex": tex, "--csv": csv, "--summary": summary, "--md": md,
                    "--paired-csv": paired_csv, "--paired-tex": paired_tex})
-    spec = params["experiments"][experiment]
     methods = spec["methods"]
     check_training(params, metrics, experiment=experiment)
     return write_table(experiment=experiment, dataset=spec["dataset"],

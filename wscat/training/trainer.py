@@ -340,12 +340,17 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
                                mode=cfg.get("compile_mode", "default"))
     bar = tqdm(range(training.epoch, cfg["epochs"]), desc=f"{run.method} seed {run.seed}",
                initial=training.epoch, total=cfg["epochs"], disable=not sys.stderr.isatty())
-    for epoch in bar:
-        started = time.perf_counter()
-        row = _one_epoch(training, step_model, pool, run, epoch)
-        _select_and_save(training, row, run, data, resume_dir=resume_dir, curves=curves,
-                         started=started)
-        _show(bar, row)
+    try:
+        for epoch in bar:
+            started = time.perf_counter()
+            row = _one_epoch(training, step_model, pool, run, epoch)
+            _select_and_save(training, row, run, data, resume_dir=resume_dir, curves=curves,
+                             started=started)
+            _show(bar, row)
+    except BaseException:
+        if not training.history:  # stopped before its first epoch was logged: no curve to keep
+            shutil.rmtree(out_dir / "dvclive", ignore_errors=True)
+        raise
     _finish(out_dir, resume_dir, training.history)
     return {"best_epoch": training.best["epoch"], "best_score": training.best["score"],
             "epochs": cfg["epochs"]}
