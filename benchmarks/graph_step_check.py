@@ -31,6 +31,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 VARIANTS = ("eager", "default", "reduce-overhead")
 PAIRS = (("eager", "default", "rounding: eager against compiled"),
@@ -66,11 +67,9 @@ def _batches(steps: int, batch: int, data: str, device: torch.device
 def run_variant(method_key: str, variant: str, args: argparse.Namespace,
                 params: dict[str, Any]) -> Trace:
     """`args.steps` steps of `method_key` from seed 0's start, eager or compiled as `variant`."""
+    from throughput import cifar_parts
     from wscat.config import method_for
-    from wscat.methods import Batch, StepContext, build_method
-    from wscat.models import build_model
-    from wscat.optim import SGD
-    from wscat.training.ema import make_ema
+    from wscat.methods import Batch, StepContext
     from wscat.training.speed import prepare_model, uses_cuda_graphs
     from wscat.training.trainer import train_step
 
@@ -79,14 +78,8 @@ def run_variant(method_key: str, variant: str, args: argparse.Namespace,
     torch._dynamo.reset()  # each variant traces and compiles afresh
     device = torch.device(args.device)
     method_params = method_for(params, method_key, args.dataset)
-    torch.manual_seed(0)
-    model = build_model(**params["models"][args.model], in_channels=3, num_classes=10,
-                        mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010)).to(device)
-    method = build_method(method_params, feature_dim=model.feature_dim, num_classes=10,
-                          image_shape=(3, 32, 32)).to(device)
-    optimizer = SGD(list(model.parameters()) + list(method.trainable_parameters()),
-                    lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
-    ema = make_ema(model)
+    model, method, optimizer, ema = cifar_parts(params, args.model, method_params, device,
+                                                lr=0.05)
     compiled = variant != "eager"
     mode = variant if compiled else "default"
     step_model = prepare_model(model, channels_last=args.channels_last, compile=compiled,

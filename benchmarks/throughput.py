@@ -52,15 +52,31 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def cifar_parts(params: dict[str, Any], model_key: str, method_params: dict[str, Any],
+                device: torch.device, *, lr: float) -> tuple[Any, Any, Any, Any]:
+    """Seed 0's start on CIFAR-shaped input: the classifier, the method, the trainer's SGD
+    (Nesterov, weight decay 5e-4) at `lr`, and the EMA."""
+    from wscat.methods import build_method
+    from wscat.models import build_model
+    from wscat.optim import SGD  # the trainer's optimizer
+    from wscat.training.ema import make_ema
+
+    torch.manual_seed(0)
+    model = build_model(**params["models"][model_key], in_channels=3, num_classes=10,
+                        mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010)).to(device)
+    method = build_method(method_params, feature_dim=model.feature_dim, num_classes=10,
+                          image_shape=(3, 32, 32)).to(device)
+    optimizer = SGD(list(model.parameters()) + list(method.trainable_parameters()),
+                    lr=lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    return model, method, optimizer, make_ema(model)
+
+
 def _step(model_key: str, method_key: str, args: argparse.Namespace
           ) -> tuple[Callable[[], None], torch.nn.Module, torch.device]:
     """One training step of (model, method) on a random CIFAR-shaped batch, as a closure; the
     classifier it trains; the device."""
     from wscat.config import load_params, method_for
-    from wscat.methods import Batch, StepContext, build_method
-    from wscat.models import build_model
-    from wscat.training.ema import make_ema
-    from wscat.optim import SGD  # the trainer's optimizer
+    from wscat.methods import Batch, StepContext
     from wscat.training.speed import configure_backend, prepare_model, uses_cuda_graphs
     from wscat.training.trainer import train_step
 
@@ -69,14 +85,8 @@ def _step(model_key: str, method_key: str, args: argparse.Namespace
     configure_backend(device, deterministic=args.deterministic)
     params = load_params(ROOT / "params.yaml")
     method_params = method_for(params, method_key, "cifar10")
-    torch.manual_seed(0)
-    model = build_model(**params["models"][model_key], in_channels=3, num_classes=10,
-                        mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010)).to(device)
-    method = build_method(method_params, feature_dim=model.feature_dim, num_classes=10,
-                          image_shape=(3, 32, 32)).to(device)
-    optimizer = SGD(list(model.parameters()) + list(method.trainable_parameters()),
-                    lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
-    ema = make_ema(model)
+    model, method, optimizer, ema = cifar_parts(params, model_key, method_params, device,
+                                                lr=0.01)
     step_model = prepare_model(model, channels_last=args.channels_last, compile=args.compile,
                                mode=args.compile_mode)
     generator = torch.Generator(device=device).manual_seed(0)
