@@ -152,7 +152,8 @@ def report(method_key: str, traces: dict[str, Trace], args: argparse.Namespace,
     rows = compare(traces)
     lines = [f"## {method_key}: {args.steps} steps, {args.model}, batch {args.batch}, "
              f"{args.precision}, progress {args.progress} ({machine})", "",
-             "| pair | what the gap is | loss | weights | EMA weights | EMA batch-norm statistics |",
+             "| pair | what the gap is | loss | weights | EMA weights "
+             "| EMA batch-norm statistics |",
              "|---|---|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row['pair']} | {row['meaning']} | {row['loss']:.3g} | "
@@ -197,9 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or args.model not in params["models"]:
         parser.error(f"not in params.yaml: {', '.join(unknown) or args.model}")
     machine = f"{hardware(device)}, torch {torch.__version__}"
+    given = " ".join(sys.argv[1:] if argv is None else argv)
     text = ["# CUDA graphs against eager and compiled training steps", "",
-            f"`python3 benchmarks/graph_step_check.py {' '.join(sys.argv[1:] if argv is None else argv)}`",
-            ""]
+            f"`python3 benchmarks/graph_step_check.py {given}`", ""]
     for method_key in args.methods:
         traces = {variant: run_variant(method_key, variant, args, params) for variant in VARIANTS}
         text.append(report(method_key, traces, args, machine))

@@ -285,7 +285,8 @@ def validation_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Pat
     logs = {}
     for method in spec["methods"]:
         for seed, folder in dirs.items():
-            path = folder / f"models/{spec['dataset']}/{spec['model']}/{method}/seed{seed}/train_log.csv"
+            path = (folder / f"models/{spec['dataset']}/{spec['model']}/{method}/seed{seed}"
+                    / "train_log.csv")
             if not path.is_file():
                 raise ValueError(f"{path}: missing, so seed {seed} is not complete; unpack the "
                                  f"run's OUT/seed{seed}.tar.gz again")
@@ -356,7 +357,8 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
            "0), and the paper's own difference as x (its AA is its AutoAttack variant, its "
            "Mean over that).", ""] if figure else []),
         "## Validation accuracy per epoch", "",
-        f"![Every run's validation accuracy per epoch, its checkpoint's epoch marked]({CURVES}.png)",
+        "![Every run's validation accuracy per epoch, its checkpoint's epoch marked]"
+        f"({CURVES}.png)",
         "",
         f"`{CURVES}.png` (and `.pdf`, `.csv`): each run's accuracy on the labelled validation "
         "split per epoch (what checkpoint selection reads; CW-20 for the adversarially trained "

@@ -464,8 +464,8 @@ class Parser(argparse.ArgumentParser):
             unknown = [given.split("=")[0] for given in self._given if given.startswith("--")
                        and given.split("=")[0] not in self._option_string_actions]
             if unknown:
-                message += (f"; {', '.join(unknown)} {'is not an option' if len(unknown) == 1 else 'are not options'}"
-                            f" of `{self.prog}` (misspelt?)")
+                verb = "is not an option" if len(unknown) == 1 else "are not options"
+                message += f"; {', '.join(unknown)} {verb} of `{self.prog}` (misspelt?)"
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 

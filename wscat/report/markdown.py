@@ -62,8 +62,9 @@ def _level(k: int) -> str:
     """What the simulation (benchmarks/paired_null.py, run at three seeds) says of k seeds."""
     if k == 3:
         return "It holds its level with three seeds (docs/evaluation.md)."
+    wide = ": with two, t has one degree of freedom and the interval is very wide" if k == 2 else ""
     return (f"Its level is shown by simulation with three seeds (docs/evaluation.md), not with "
-            f"{k}{': with two, t has one degree of freedom and the interval is very wide' if k == 2 else ''}.")
+            f"{k}{wide}.")
 
 
 def paired_markdown(paired: pd.DataFrame, display_names: Mapping[str, str]) -> str:
