@@ -285,8 +285,8 @@ def validation_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Pat
     logs = {}
     for method in spec["methods"]:
         for seed, folder in dirs.items():
-            path = (folder / f"models/{spec['dataset']}/{spec['model']}/{method}/seed{seed}"
-                    / "train_log.csv")
+            path = Path(paper.Run(spec["dataset"], spec["model"], method, seed)
+                        .train_log(str(folder)))
             if not path.is_file():
                 raise ValueError(f"{path}: missing, so seed {seed} is not complete; unpack the "
                                  f"run's OUT/seed{seed}.tar.gz again")
