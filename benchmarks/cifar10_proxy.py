@@ -553,6 +553,59 @@ def return_checkpoint(params: dict[str, Any], results: Path, seed: int, out: Pat
     return target
 
 
+def seeds_dir_of(args: argparse.Namespace) -> Path | None:
+    """The committed seeds this run must match: --seeds-dir, or by default the repository's
+    with the repository's params.yaml (a test's own params have no committed seeds)."""
+    from proxy_table import SEEDS_DIR
+
+    if args.seeds_dir is not None:
+        return args.seeds_dir
+    return SEEDS_DIR if args.params.resolve() == (ROOT / "params.yaml").resolve() else None
+
+
+def checked_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's params, validated in memory, after the arguments are checked; refused (a
+    ValueError, one line) where a committed seed was run with params that differ in what the
+    steps read, as its table would refuse this seed after the run (proxy_table.read_seeds)."""
+    from proxy_table import seed_difference, seed_dirs
+
+    from wscat.config import ConfigError, validate_params
+
+    if not args.params.is_file():
+        raise ValueError(f"--params {args.params}: no such file; pass the repository's "
+                         "params.yaml (the default)")
+    if args.npz is not None and not args.npz.is_file():
+        raise ValueError(f"--npz {args.npz}: no such file; carry data/proxy to the device "
+                         "(DEVELOPERS.md, 'The CIFAR-10 proxy on a lent GPU')")
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out}: a file, not a folder; pass a folder ($OUT)")
+    if args.seed < 0:
+        raise ValueError(f"--seed {args.seed}: give a whole number of at least 0")
+    if args.seeds_dir is not None and not args.seeds_dir.is_dir():
+        raise ValueError(f"--seeds-dir {args.seeds_dir}: not a folder; pass the folder that "
+                         "holds the committed seed{s}/ folders")
+    for flag, value in (("--deadline", args.deadline), ("--epochs", args.epochs)):
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag} {value:g}: give a positive number")
+    raw = proxy_params(yaml.safe_load(args.params.read_text()), seed=args.seed,
+                       npz=args.npz.resolve() if args.npz else None, epochs=args.epochs)
+    try:
+        params = validate_params(yaml.safe_load(yaml.safe_dump(raw)))
+    except ConfigError as error:
+        raise ValueError(f"--params {args.params}: {error}") from None
+    committed = seeds_dir_of(args)
+    if committed is None or not any(committed.glob("seed*/params.yaml")):
+        return raw  # no committed seed yet: nothing to match
+    for seed, folder in seed_dirs(committed).items():
+        key = seed_difference(load_params(folder / "params.yaml"), params)
+        if key is not None:
+            raise ValueError(f"these params differ from committed seed {seed}'s "
+                             f"({folder / 'params.yaml'}) in {key}: this seed would not join "
+                             f"its table (benchmarks/proxy_table.py); run from a checkout whose "
+                             f"params give the same, or pass --seeds-dir for another table")
+    return raw
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
@@ -585,6 +638,14 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=None,
                         help="seconds after the script starts (the MPS probe included) when "
                              "running steps are killed and the summary written")
+    parser.add_argument("--seeds-dir", type=Path, default=None,
+                        help="the committed seeds whose table this seed joins; its params must "
+                             "match theirs in what the steps read (proxy_table.seed_difference), "
+                             "or nothing runs (default: benchmarks/results/cifar10-proxy/ with "
+                             "the repository's params.yaml, none with another --params)")
+    parser.add_argument("--check", action="store_true",
+                        help="only check the arguments and the params against --seeds-dir, "
+                             "then exit (0: the run may go ahead); run it before a device call")
     args = parser.parse_args()
     started = time.monotonic()  # --deadline counts from here, the MPS probe included
     for flag, value, least in (("--jobs", args.jobs, 1), ("--threads", args.threads, 1),
@@ -597,15 +658,23 @@ def main() -> int:
         print(f"cifar10_proxy: error: --gib-per-step {args.gib_per_step:g}: give a positive "
               "number of GiB", file=sys.stderr)
         return 2
-    say = echo(args.out / "progress.log")
-    params = proxy_params(yaml.safe_load(args.params.read_text()), seed=args.seed,
-                          npz=args.npz.resolve() if args.npz else None, epochs=args.epochs)
+    try:
+        params = checked_params(args)
+    except (ValueError, OSError) as error:
+        print(f"cifar10_proxy: error: {error}", file=sys.stderr)
+        return 2
     params_file = args.results / "proxy" / "params.yaml"
     text = yaml.safe_dump(params, sort_keys=False)
     if params_file.is_file() and params_file.read_text() != text:
-        sys.exit(f"cifar10_proxy: {args.results} was made with other params than these "
-                 f"({params_file}); its steps would be kept though stale. Delete it (or pass "
-                 "another --results) to start over.")
+        print(f"cifar10_proxy: error: {args.results} was made with other params than these "
+              f"({params_file}); its steps would be kept though stale. Delete it (or pass "
+              "another --results) to start over.", file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"cifar10_proxy: seed {args.seed} may run: its params match the committed seeds' "
+              f"({seeds_dir_of(args) or 'none compared'})")
+        return 0
+    say = echo(args.out / "progress.log")
     write_text(params_file, text)
     params = load_params(params_file)  # validated, as every step reads it
     say(f"CIFAR-10 proxy, seed {args.seed}, on {machine()}; params {params_file}")
@@ -668,9 +737,14 @@ def main() -> int:
     for path in args.out.iterdir():  # atomic writes leave 0600 files; let any reader fetch them
         if path.is_file():
             path.chmod(0o644)
-    print(f"unpack {tarball} into benchmarks/results/{EXPERIMENT}/ and commit seed{args.seed}/",
-          flush=True)
-    return 0 if done == len(jobs) else 1
+    if done == len(jobs):
+        print(f"unpack {tarball} into benchmarks/results/{EXPERIMENT}/ and commit "
+              f"seed{args.seed}/", flush=True)
+        return 0
+    print(f"seed {args.seed} is not complete ({done} of {len(jobs)} steps done): do not commit "
+          f"{tarball.name}; the same command again on the same machine finishes it",
+          file=sys.stderr, flush=True)
+    return 1
 
 
 if __name__ == "__main__":

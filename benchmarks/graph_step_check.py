@@ -21,6 +21,7 @@ consistency term and late teacher decay are what is checked. No data file, no la
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 VARIANTS = ("eager", "default", "reduce-overhead")
 PAIRS = (("eager", "default", "rounding: eager against compiled"),
          ("default", "reduce-overhead", "graphs: compiled against compiled with CUDA graphs"))
+QUANTITIES = ("loss", "weights", "ema_weights", "ema_statistics")  # a gap of each, per pair
 LABELLED = 29  # of 128: the proxy's labelled share of a semi-supervised batch
 
 
@@ -114,11 +116,19 @@ def run_variant(method_key: str, variant: str, args: argparse.Namespace,
                   if k not in weights and v.is_floating_point()}, seconds)
 
 
+def _largest(gaps: list[float]) -> float:
+    """The largest of `gaps` (0 for none), NaN where any is NaN: Python's `max` would drop a NaN
+    that is not first, and a run that diverged would pass for one that agrees."""
+    if any(math.isnan(gap) for gap in gaps):
+        return math.nan
+    return max(gaps, default=0.0)
+
+
 def _gap(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    """The largest absolute difference over every tensor of two states."""
+    """The largest absolute difference over every tensor of two states (NaN where any is)."""
     if a.keys() != b.keys():
         raise ValueError(f"states differ in their keys: {sorted(a.keys() ^ b.keys())[:3]}")
-    return max((float((a[k].float() - b[k].float()).abs().max()) for k in a), default=0.0)
+    return _largest([float((a[k].float() - b[k].float()).abs().max()) for k in a])
 
 
 def compare(traces: dict[str, Trace]) -> list[dict[str, Any]]:
@@ -129,17 +139,27 @@ def compare(traces: dict[str, Trace]) -> list[dict[str, Any]]:
         a, b = traces[first], traces[second]
         rows.append({
             "pair": f"{first} / {second}", "meaning": meaning,
-            "loss": max(abs(x - y) for x, y in zip(a.losses, b.losses, strict=True)),
+            "loss": _largest([abs(x - y) for x, y in zip(a.losses, b.losses, strict=True)]),
             "weights": _gap(a.model, b.model), "ema_weights": _gap(a.ema_weights, b.ema_weights),
             "ema_statistics": _gap(a.ema_statistics, b.ema_statistics)})
     return rows
 
 
+def _non_finite(row: dict[str, Any]) -> list[str]:
+    """The quantities of one pair's row whose gap is NaN or infinite."""
+    return [k for k in QUANTITIES if not math.isfinite(row[k])]
+
+
 def verdict(rows: list[dict[str, Any]]) -> str:
-    """Whether the graphs' gap stays within the rounding gap, on every quantity."""
+    """Whether the graphs' gap stays within the rounding gap, on every quantity; a gap that is
+    not finite (NaN or infinite: a run diverged) in either pair fails, whatever the other."""
+    broken = [f"{', '.join(_non_finite(row))} ({row['pair']})" for row in rows
+              if _non_finite(row)]
+    if broken:
+        return ("NON-FINITE gaps (NaN or infinite) in " + "; ".join(broken) +
+                ": a run diverged, which no rounding explains")
     rounding, graphs = rows
-    keys = ("loss", "weights", "ema_weights", "ema_statistics")
-    worse = [k for k in keys if graphs[k] > rounding[k]]
+    worse = [k for k in QUANTITIES if graphs[k] > rounding[k]]
     if not worse:
         return ("graphs change nothing beyond rounding: every gap between compiled and graphed "
                 "is within the gap between eager and compiled")
@@ -147,8 +167,14 @@ def verdict(rows: list[dict[str, Any]]) -> str:
             ": compiled and graphed should replay the same kernels")
 
 
+def _cell(gap: float) -> str:
+    """A gap for the report's table: three significant digits, or 'non-finite' (NaN, inf)."""
+    return f"{gap:.3g}" if math.isfinite(gap) else "non-finite"
+
+
 def report(method_key: str, traces: dict[str, Trace], args: argparse.Namespace,
            machine: str) -> str:
+    """One method's section of the report: the table of gaps per pair, the seconds, the verdict."""
     rows = compare(traces)
     lines = [f"## {method_key}: {args.steps} steps, {args.model}, batch {args.batch}, "
              f"{args.precision}, progress {args.progress} ({machine})", "",
@@ -156,9 +182,8 @@ def report(method_key: str, traces: dict[str, Trace], args: argparse.Namespace,
              "| EMA batch-norm statistics |",
              "|---|---|---:|---:|---:|---:|"]
     for row in rows:
-        lines.append(f"| {row['pair']} | {row['meaning']} | {row['loss']:.3g} | "
-                     f"{row['weights']:.3g} | {row['ema_weights']:.3g} | "
-                     f"{row['ema_statistics']:.3g} |")
+        cells = " | ".join(_cell(row[k]) for k in QUANTITIES)
+        lines.append(f"| {row['pair']} | {row['meaning']} | {cells} |")
     seconds = ", ".join(f"{v} {t.seconds:.1f} s" for v, t in traces.items())
     lines += ["", f"Seconds (compilation included): {seconds}.", "",
               f"**{verdict(rows)}.**", ""]

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+REAP_S = 10.0  # how long to wait for the jobs killed at the deadline to end, in all
+
 
 @dataclass
 class Job:
@@ -145,6 +147,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
                 job.status, job.seconds = "killed", now - job.started  # how long it had run
                 say(f"[{_clock(now - t0)}] killed {name} at the {deadline_s:.0f} s deadline "
                     f"({job.seconds:.0f} s)")
+            _reap(running, say)
             for job in jobs:
                 if job.status == "pending":
                     job.status = "skipped"
@@ -167,6 +170,19 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
             say(f"[{_clock(now - t0)}] running: {', '.join(notes)}"
                 + (f"; {machine}" if machine else ""))
         time.sleep(0.5)
+
+
+def _reap(running: dict[str, subprocess.Popen], say: Callable[[str], None],
+          timeout_s: float = REAP_S) -> None:
+    """Wait for the killed processes to end, so none is left a zombie; at most `timeout_s` for
+    them all, so one stuck in the kernel (a hung GPU call) cannot hang the runner past the
+    margin its caller keeps after the deadline."""
+    until = time.monotonic() + timeout_s
+    for name, proc in running.items():
+        try:
+            proc.wait(timeout=max(0.0, until - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            say(f"{name} (pid {proc.pid}) had not ended {timeout_s:.0f} s after it was killed")
 
 
 def _keeps(job: Job, deps: list[Job]) -> bool:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 CONTROL = "nvidia-cuda-mps-control"
 DRIVER_BIN = Path("/usr/local/nvidia/bin")  # where the lent machines' driver tools may live
+CONTROL_S = 20.0  # how long a control command may take to answer
+STOP_S = 5.0  # how long 'quit' may take: the stop comes after a run's deadline
 # The probe client: a small CUDA computation, then, with its context still open, the servers the
 # daemon runs (the one serving it, where it is an MPS client), printed as 'mps-servers PID...'.
 SERVERS = ("import os, subprocess; print('mps-servers', subprocess.run("
@@ -43,15 +45,18 @@ class Mps:
         return out.split() if out is not None else []
 
     def stop(self) -> bool:
-        """Ask the daemon to quit (it ends its servers); whether it answered."""
-        return _control(self.control, self.env, "quit\n") is not None
+        """Ask the daemon to quit (it ends its servers); whether it answered within STOP_S (a
+        run stops it after its deadline, with little time left to save its results)."""
+        return _control(self.control, self.env, "quit\n", timeout_s=STOP_S) is not None
 
 
-def _control(control: str, env: dict[str, str], command: str) -> str | None:
-    """One command to the daemon on its stdin; its answer, or None where it did not answer."""
+def _control(control: str, env: dict[str, str], command: str,
+             timeout_s: float = CONTROL_S) -> str | None:
+    """One command to the daemon on its stdin; its answer, or None where it did not answer
+    within `timeout_s`."""
     try:
         done = subprocess.run([control], input=command, env=env, capture_output=True, text=True,
-                              timeout=20)
+                              timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None

@@ -79,13 +79,25 @@ def seed_dirs(seeds_dir: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def _comparable(params: dict[str, Any]) -> dict[str, Any]:
-    """The params without what may differ between the seeds' runs: the seed, and where the
-    device kept the npz of the same images."""
-    params = json.loads(json.dumps(params))
-    params["experiments"][EXPERIMENT].pop("seeds", None)
-    params["datasets"][params["experiments"][EXPERIMENT]["dataset"]].pop("path", None)
-    return params
+def comparable(params: dict[str, Any]) -> dict[str, Any]:
+    """What the proxy's steps read from validated params, but the seed: the experiment, the
+    split, each method's training (wscat.workflow.train_params) and its labelers', the core and
+    extra evaluation settings, and the paper tier. A change elsewhere in params.yaml (another
+    tier's) leaves two seeds' runs comparable."""
+    from wscat.workflow import evaluate_params, split_params, train_params, upstream_labelers
+
+    spec = {k: v for k, v in params["experiments"][EXPERIMENT].items() if k != "seeds"}
+    dataset, model = spec["dataset"], spec["model"]
+    trained = list(spec["methods"])  # and every labeler up their chains
+    for method in trained:
+        trained += [labeler for labeler in upstream_labelers(method_for(params, method, dataset))
+                    .values() if labeler not in trained]
+    return {f"experiments.{EXPERIMENT}": spec,
+            "split": json.loads(split_params(params, dataset)),
+            **{f"training of {method}": json.loads(train_params(params, dataset, model, method))
+               for method in trained},
+            "evaluation": json.loads(evaluate_params(params, dataset, extra=True)),
+            f"paper.{TIER}": (params.get("paper") or {}).get(TIER)}
 
 
 def _first_difference(a: Any, b: Any, where: str = "") -> str:
@@ -97,14 +109,35 @@ def _first_difference(a: Any, b: Any, where: str = "") -> str:
     return where or "(the whole file)"
 
 
+def seed_difference(before: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """Where two runs' validated params differ in what the proxy's steps read (`comparable`),
+    as a key path, or None: runs that may share a table. The npz's path is part of it: every
+    run's training fingerprint (wscat.workflow.training_fingerprint) includes it."""
+    a, b = comparable(before), comparable(now)
+    return _first_difference(a, b) if a != b else None
+
+
+def _path_note(key: str) -> str:
+    """What a difference in the npz's path means: the same images, another fingerprint."""
+    if not key.endswith(".dataset.path"):
+        return ""
+    return (" (the npz lay elsewhere on the device: the training fingerprints the table checks "
+            "include its path, so run every seed from a checkout at the same path)")
+
+
 def read_seeds(dirs: dict[int, Path]) -> dict[str, Any]:
-    """The params the seeds were run with (checked equal but for the seed and the data's path),
-    with experiments.cifar10-proxy.seeds = the seeds present."""
+    """The params the seeds were run with (checked equal but for the seed in what the proxy's
+    steps read: `seed_difference`), with experiments.cifar10-proxy.seeds = the seeds present."""
     first: tuple[int, dict[str, Any]] | None = None
     for seed, folder in dirs.items():
         if not (folder / "params.yaml").is_file():
+            deeper = (folder / folder.name / "params.yaml").is_file()
             raise ValueError(f"{folder / 'params.yaml'}: missing, so {folder} is not a whole "
-                             "seed folder; unpack the run's OUT/seed{s}.tar.gz there")
+                             "seed folder" + ("; the tarball was unpacked one folder too deep"
+                                              if deeper else "")
+                             + f"; unpack the run's OUT/{folder.name}.tar.gz into the folder "
+                             f"that holds {folder.name}/: tar xzf {folder.name}.tar.gz -C "
+                             f"{folder.parent}/")
         params = load_params(folder / "params.yaml")
         if EXPERIMENT not in params["experiments"]:
             raise ValueError(f"{folder / 'params.yaml'}: no experiment '{EXPERIMENT}'; not a "
@@ -115,11 +148,10 @@ def read_seeds(dirs: dict[int, Path]) -> dict[str, Any]:
                              f"as the folder's name says; put each run's folder under its seed")
         if first is None:
             first = (seed, params)
-        elif _comparable(params) != _comparable(first[1]):
-            key = _first_difference(_comparable(first[1]), _comparable(params))
+        elif (key := seed_difference(first[1], params)) is not None:
             raise ValueError(f"seed {seed} was run with other params than seed {first[0]} "
-                             f"({key}); its numbers do not add up with theirs: rerun it with the "
-                             "same params")
+                             f"({key}){_path_note(key)}; its numbers do not add up with theirs: "
+                             "rerun it with the same params")
     params = json.loads(json.dumps(first[1]))
     params["experiments"][EXPERIMENT]["seeds"] = list(dirs)
     return validate_params(params)
@@ -145,6 +177,22 @@ def metrics_files(params: dict[str, Any], dirs: dict[int, Path]) -> list[Path]:
     return files
 
 
+def check_records(dirs: dict[int, Path]) -> None:
+    """Refuse, for the table of every seed, a seed whose run.json is missing or says its call
+    did not finish (a killed call's tarball unpacked over the finishing call's): its page would
+    tell a stale story of the run."""
+    for seed, folder in dirs.items():
+        record_path = folder / "run.json"
+        if not record_path.is_file():
+            raise ValueError(f"{record_path}: missing; unpack the run's OUT/seed{seed}.tar.gz "
+                             "unchanged")
+        record = read_json(record_path, "run record", ("complete",))
+        if record["complete"] is not True:
+            raise ValueError(f"{record_path}: the record of a call that did not finish the seed; "
+                             f"unpack the OUT/seed{seed}.tar.gz of the call that did (its "
+                             "summary.md says every step done)")
+
+
 def _runs_line(seed: int, folder: Path) -> str:
     """One line on how a seed's run went (run.json): machine, wall time, steps, calls."""
     record_path = folder / "run.json"
@@ -161,7 +209,9 @@ def _runs_line(seed: int, folder: Path) -> str:
         raise ValueError(f"{record_path}: wall_s is {wall!r}, not a number of seconds; unpack "
                          "the run's OUT/seed{s}.tar.gz again")
     done = sum(step["status"] == "done" for step in steps)
-    calls = ("in one call" if record.get("one_call")
+    calls = ("NOT COMPLETE: the record of a call that did not finish (its metrics are all "
+             "here; unpack the finishing call's tarball)" if record.get("complete") is False
+             else "in one call" if record.get("one_call")
              else f"{sum(step['kept'] for step in steps)} steps kept from an earlier call")
     return (f"- seed {seed}: {done} of {len(steps)} steps done, {calls}, "
             f"{wall:.0f} s on {record.get('machine', 'an unrecorded machine')}")
@@ -221,12 +271,20 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
                          f"{'them' if len(unexpected) > 1 else 'it'} to --expect, or move "
                          f"{'those folders' if len(unexpected) > 1 else 'that folder'} out")
     missing = [s for s in expected if s not in dirs]
+    for seed in missing:  # unpacked one folder too high: beside the seeds' folder
+        stray = seeds_dir.resolve().parent / f"seed{seed}"
+        if (stray / "params.yaml").is_file():
+            raise ValueError(f"{stray}: seed {seed}'s folder, one folder above {seeds_dir}; "
+                             f"move it into {seeds_dir}/ (tar xzf seed{seed}.tar.gz -C "
+                             f"{seeds_dir}/)")
     if require_all and missing:
         raise ValueError(f"seeds {', '.join(map(str, missing))} of {', '.join(map(str, expected))} "
                          f"are missing in {seeds_dir}; run them (DEVELOPERS.md) before the "
                          f"{len(expected)}-seed table")
     params = read_seeds(dirs)
     files = metrics_files(params, dirs)
+    if require_all:
+        check_records(dirs)
     label = next(entry["performance"]["label"] for entry in paper.tier_spec(params, TIER)
                  ["datasets"] if entry["dataset"] == params["experiments"][EXPERIMENT]["dataset"])
     with tempfile.TemporaryDirectory(prefix="proxy-table-") as tmp:

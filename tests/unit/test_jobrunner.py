@@ -2,12 +2,17 @@
 no torch. The CIFAR-10 proxy's own graph is checked in tests/workflow/test_cifar10_proxy.py."""
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import jobrunner  # noqa: E402
 from jobrunner import Job, run_jobs, startable  # noqa: E402
 
 
@@ -146,6 +151,37 @@ def test_a_step_killed_at_the_deadline_keeps_how_long_it_ran(tmp_path: Path) -> 
     assert 1.0 <= jobs[0].seconds < 30 and jobs[1].seconds == 0
     assert any(line.endswith(f"({jobs[0].seconds:.0f} s)") and "killed train slow" in line
                for line in lines)
+
+
+def test_steps_killed_at_the_deadline_are_reaped(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed step is waited for, as the other kill path does: no zombie is left, and a step
+    still ending cannot be mistaken for one gone."""
+    started: list[subprocess.Popen] = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr(jobrunner.subprocess, "Popen", Recorded)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    jobs = [Job(name, sleeper, log=tmp_path / f"{name}.log") for name in ("a", "b")]
+    run_jobs(jobs, parallel=2, say=[].append, deadline_s=0.5)
+    assert [job.status for job in jobs] == ["killed", "killed"] and len(started) == 2
+    assert all(proc.returncode is not None for proc in started)
+
+
+def test_a_killed_step_that_does_not_end_cannot_hang_the_runner() -> None:
+    class Stuck:
+        pid = 4242
+
+        def wait(self, timeout: float | None = None) -> int:
+            raise subprocess.TimeoutExpired("train", timeout or 0)
+
+    lines: list[str] = []
+    jobrunner._reap({"train": Stuck()}, lines.append)  # type: ignore[dict-item]
+    assert lines == ["train (pid 4242) had not ended 10 s after it was killed"]
 
 
 def test_a_job_alongside_another_starts_with_it_and_never_before() -> None:

@@ -4,8 +4,10 @@ client, reports the server, stops; and every way it can fail leaves no daemon an
 from __future__ import annotations
 
 import stat
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,3 +84,22 @@ def test_a_daemon_that_does_not_start_or_is_not_there(tmp_path: Path, control: s
     service, note = mps.start(tmp_path / "other")
     assert service is None and note.startswith(f"no {mps.CONTROL} on this machine")
 
+
+
+def test_stop_waits_a_short_time_and_other_commands_the_usual(
+        tmp_path: Path, control: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stop comes after a run's deadline, with ~20 s left before the run is killed and its
+    results lost: 'quit' gets 5 s to answer, not the 20 s of the other control commands."""
+    folder = tmp_path / "mps"
+    service, note = mps.start(folder, probe=[sys.executable, "-c", CLIENT], control=control)
+    assert service is not None, note
+    timeouts: dict[str, float] = {}
+    run = subprocess.run
+
+    def recorded(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
+        timeouts[kwargs["input"].strip()] = kwargs["timeout"]
+        return run(argv, **kwargs)
+
+    monkeypatch.setattr(mps.subprocess, "run", recorded)
+    assert service.servers() == ["4242"] and service.stop() and quits(folder) == 1
+    assert timeouts == {"get_server_list": 20, "quit": 5}

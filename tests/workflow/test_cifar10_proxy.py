@@ -4,6 +4,7 @@ script) end to end on a tiny archive in the official format built here, its sche
 benchmarks/proxy_table.py (Table 2 over the seeds' folders) on the folder that run returns."""
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import os
@@ -396,6 +397,7 @@ def test_a_second_call_keeps_every_finished_step(proxy_run) -> None:
     again = tmp / "out-again"
     result = _proxy_script(tmp, proxy_run["base"], proxy_run["npz"], results, again)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1].endswith(f"/{PROXY}/ and commit seed1/")
     progress = (again / "progress.log").read_text()
     assert " start " not in progress
     assert sorted(line.split("] ", 1)[1] for line in progress.splitlines() if "] kept " in line
@@ -720,6 +722,12 @@ def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsy
 
 
 @pytest.mark.slow
+def _render_page(capsys, seeds: Path, out: Path) -> str:
+    """The table.md rendered from `seeds` into `out`."""
+    assert _render(capsys, "--seeds-dir", str(seeds), "--out", str(out)) == (0, "")
+    return (out / "table.md").read_text()
+
+
 def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
         seeds_dir: Path, tmp_path: Path, capsys) -> None:
     two = tmp_path / "two"
@@ -748,9 +756,23 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     changed = yaml.safe_load(saved)
     changed["training"][PROXY]["epochs"] = 2
     params.write_text(yaml.safe_dump(changed, sort_keys=False))
-    assert ("seed 2 was run with other params than seed 1 (training.cifar10-proxy.epochs)"
+    assert ("seed 2 was run with other params than seed 1 (training of trades.training.epochs)"
             in refused(two))
+    changed = yaml.safe_load(saved)  # a section the proxy's steps do not read: the same table
+    changed["training"]["digits"]["epochs"] = 9
+    params.write_text(yaml.safe_dump(changed, sort_keys=False))
+    assert _render(capsys, "--seeds-dir", str(two), "--out", str(out)) == (0, "")
+    before = {path: path.read_bytes() for path in out.iterdir()}
     params.write_text(saved)
+    record_path = two / "seed2/run.json"
+    record = record_path.read_text()
+    record_path.write_text(json.dumps({**json.loads(record), "complete": False}))
+    assert "NOT COMPLETE" in _render_page(capsys, two, tmp_path / "incomplete")
+    assert "seed2/run.json: the record of a call that did not finish" in refused(
+        two, "--expect", "1", "2", "--require-all")
+    record_path.unlink()
+    assert "seed2/run.json: missing" in refused(two, "--expect", "1", "2", "--require-all")
+    record_path.write_text(record)
     shutil.copytree(two / "seed1", two / "seed4")  # a run's folder under another seed's name
     assert "holds seed 4, not among the expected seeds 1, 2, 3" in refused(two)
     assert "a run of seeds [1], not of seed 4" in refused(two, "--expect", "1", "2", "3", "4")
@@ -782,6 +804,17 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     err = refused(two)
     assert "params.yaml: missing, so" in err and "--params" not in err
     (two / "seed2/params.yml").rename(two / "seed2/params.yaml")
+    # A tarball unpacked one folder too deep (seed2/seed2/), or one too high (beside `two`).
+    (two / "seed2").rename(tmp_path / "seed2")
+    (two / "seed2").mkdir()
+    (tmp_path / "seed2").rename(two / "seed2/seed2")
+    err = refused(two)
+    assert "one folder too deep" in err and f"-C {two}/" in err, err
+    (two / "seed2/seed2").rename(tmp_path / "seed2")
+    (two / "seed2").rmdir()
+    err = refused(two, "--expect", "1", "2")
+    assert f"{tmp_path / 'seed2'}: seed 2's folder, one folder above {two}" in err, err
+    (tmp_path / "seed2").rename(two / "seed2")
     code, err = _render(capsys, "--seeds-dir", str(two), "--out", str(out / "table.md"))
     assert code == 2 and "is a file; pass a folder" in err
     log = two / f"seed2/models/{PROXY}/wrn-10-1/mt/seed2/train_log.csv"
@@ -799,15 +832,74 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     assert "(validation-curves.png)" in (out / "table.md").read_text()  # one seed has curves
 
 
-def test_the_one_call_script_refuses_a_bad_schedule(tmp_path: Path) -> None:
-    for flag, value in (("--jobs", "0"), ("--labeler-beside", "-1"), ("--gib-per-step", "0")):
+def test_the_one_call_script_refuses_bad_input_before_writing(tmp_path: Path) -> None:
+    """A bad schedule, seed, deadline or path: one line, exit 2, nothing written (a missing npz
+    once ran 0 of its steps and said to commit the seed; --seed -1 left its params behind)."""
+    (tmp_path / "a-file").write_text("")
+    for flag, value in (("--jobs", "0"), ("--labeler-beside", "-1"), ("--gib-per-step", "0"),
+                        ("--seed", "-1"), ("--deadline", "0"), ("--epochs", "-2"),
+                        ("--npz", str(tmp_path / "none.npz")),
+                        ("--params", str(tmp_path / "none.yaml")),
+                        ("--out", str(tmp_path / "a-file")),
+                        ("--seeds-dir", str(tmp_path / "a-file"))):
+        out = [] if flag == "--out" else ["--out", str(tmp_path / "out")]
         result = subprocess.run([sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), flag,
-                                 value, "--out", str(tmp_path / "out"), "--results",
-                                 str(tmp_path / "results")], capture_output=True, text=True,
-                                timeout=120)
+                                 value, *out, "--results", str(tmp_path / "results")],
+                                capture_output=True, text=True, timeout=120)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert f"cifar10_proxy: error: {flag} " in result.stderr
-    assert list(tmp_path.iterdir()) == []
+    assert [path.name for path in tmp_path.iterdir()] == ["a-file"]
+
+
+@pytest.mark.slow
+def test_a_seed_whose_params_would_not_join_the_committed_seeds_never_runs(proxy_run) -> None:
+    """Before any step (`--check` alone, or the run itself): the params must match the
+    committed seeds' in what the steps read, as benchmarks/proxy_table.py would refuse the seed
+    after the run; a change elsewhere in params.yaml does not matter. Seeds 2 and 3 cost a GPU
+    call each."""
+    tmp = proxy_run["tmp"]
+    committed = tmp / "committed"
+    _unpacked(proxy_run["out"], committed)
+    params = yaml.safe_load(proxy_run["base"].read_text())
+
+    def check(name: str, change, npz: Path = proxy_run["npz"], *extra: str):
+        edited = copy.deepcopy(params)
+        change(edited)
+        base = tmp / f"{name}.yaml"
+        base.write_text(yaml.safe_dump(edited, sort_keys=False))
+        return subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--params", str(base),
+             "--npz", str(npz), "--seed", "2", "--seeds-dir", str(committed), "--results",
+             str(tmp / f"{name}-results"), "--out", str(tmp / f"{name}-out"), *extra],
+            capture_output=True, text=True, timeout=300)
+
+    same = check("same", lambda p: None, proxy_run["npz"], "--check")
+    assert same.returncode == 0 and "seed 2 may run" in same.stdout, same.stderr
+    elsewhere = check("elsewhere", lambda p: p["training"]["digits"].update(epochs=7),
+                      proxy_run["npz"], "--check")
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    beta = check("beta", lambda p: p["methods"]["wscat"].update(beta=0.5))  # a run, not --check
+    assert beta.returncode == 2 and beta.stderr.count("\n") == 1, beta.stderr
+    assert "committed seed 1's" in beta.stderr and "method.beta" in beta.stderr
+    moved = tmp / "moved" / "p.npz"
+    moved.parent.mkdir()
+    shutil.copyfile(proxy_run["npz"], moved)
+    path = check("path", lambda p: None, moved, "--check")
+    assert path.returncode == 2 and "dataset.path" in path.stderr, path.stderr
+    assert not [p for p in tmp.iterdir() if p.name.endswith(("-results", "-out"))]
+
+
+@pytest.mark.slow
+def test_a_call_cut_at_its_deadline_says_not_to_commit_its_tarball(proxy_run) -> None:
+    """Its tarball holds an incomplete seed: the closing line says so, on stderr, and how to
+    finish it; only a complete call says to commit."""
+    tmp = proxy_run["tmp"]
+    cut = _proxy_script(tmp, proxy_run["base"], proxy_run["npz"], tmp / "cut-results",
+                        tmp / "cut-out", "--deadline", "0.01")
+    assert cut.returncode == 1, cut.stderr[-2000:]
+    assert "commit" not in cut.stdout and "not complete" in cut.stderr
+    assert "do not commit seed1.tar.gz" in cut.stderr.strip().splitlines()[-1]
+    assert (tmp / "cut-out" / "seed1.tar.gz").is_file()
 
 
 def test_the_gpu_watch_reads_nvidia_smi(tmp_path: Path, monkeypatch) -> None:
@@ -842,10 +934,11 @@ def test_the_gpu_watch_reads_nvidia_smi(tmp_path: Path, monkeypatch) -> None:
 def test_the_proxy_script_refuses_mps_on_where_it_cannot_run(tmp_path: Path) -> None:
     """`--mps on` without MPS: one line, exit 2, before any step runs."""
     env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+    (tmp_path / "no-seeds").mkdir()  # no committed seed to match
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--mps",
                            "on", "--results", str(tmp_path / "results"), "--out",
-                           str(tmp_path / "out")], env=env, capture_output=True, text=True,
-                          timeout=120)
+                           str(tmp_path / "out"), "--seeds-dir", str(tmp_path / "no-seeds")],
+                          env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         "cifar10_proxy: error: --mps on, but MPS is not running; run with --mps auto or off"]
