@@ -213,8 +213,18 @@ def _runs_line(seed: int, folder: Path) -> str:
              "here; unpack the finishing call's tarball)" if record.get("complete") is False
              else "in one call" if record.get("one_call")
              else f"{sum(step['kept'] for step in steps)} steps kept from an earlier call")
+    commits = ", ".join(code_commits(folder)) or "an unrecorded commit"
     return (f"- seed {seed}: {done} of {len(steps)} steps done, {calls}, "
-            f"{wall:.0f} s on {record.get('machine', 'an unrecorded machine')}")
+            f"{wall:.0f} s on {record.get('machine', 'an unrecorded machine')}, code at "
+            f"{commits}")
+
+
+def code_commits(folder: Path) -> list[str]:
+    """The git commits a seed's metrics files were measured with (their manifests' versions;
+    two where two calls ran at different commits), in order."""
+    found = {read_json(path, "metrics file").get("manifest", {}).get("versions", {}).get("git")
+             for path in sorted(folder.glob("metrics/**/*.json"))}
+    return sorted(commit for commit in found if commit)
 
 
 def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
@@ -382,6 +392,17 @@ def paired_figure(mean: pd.DataFrame, by_attack: pd.DataFrame | None, companion:
     return True
 
 
+def _commits_note(dirs: dict[int, Path]) -> list[str]:
+    """Where the seeds ran at more than one commit: what the table can and cannot vouch for."""
+    commits = sorted({c for folder in dirs.values() for c in code_commits(folder)})
+    if len(commits) < 2:
+        return []
+    return [f"**The seeds were measured at {len(commits)} code commits ({', '.join(commits)}).** "
+            "Their params match in everything the steps read (the training and evaluation "
+            "fingerprints are checked), but the code may differ: `git log --oneline "
+            f"{commits[0]}..{commits[-1]} -- wscat/` lists what changed in between.", ""]
+
+
 def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], stage: Path,
          label: str, figure: bool = False) -> str:
     """table.md: which seeds are in, how each ran, Table 2 with the paired comparison (and its
@@ -406,6 +427,7 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
         "Rendered by `benchmarks/proxy_table.py` from "
         + ", ".join(f"`seed{s}/`" for s in present) + " (no GPU).", "", f"**{status}**", "",
         *[_runs_line(seed, folder) for seed, folder in dirs.items()], "",
+        *_commits_note(dirs),
         "## Accuracy (%), mean ± std over the seeds, and the paired comparison with WSCAT", "",
         (stage / f"{EXPERIMENT}.md").read_text(),
         *([f"![The paired differences from WSCAT, per attack and in Mean, beside the paper's]"

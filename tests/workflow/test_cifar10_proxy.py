@@ -773,6 +773,15 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
     record_path.unlink()
     assert "seed2/run.json: missing" in refused(two, "--expect", "1", "2", "--require-all")
     record_path.write_text(record)
+    metrics = two / f"seed2/metrics/{PROXY}/wrn-10-1/trades/seed2.json"  # a call at another commit
+    kept = metrics.read_text()
+    data = json.loads(kept)
+    ran_at = data["manifest"]["versions"]["git"]
+    data["manifest"]["versions"]["git"] = "0000000"
+    metrics.write_text(json.dumps(data))
+    page = _render_page(capsys, two, tmp_path / "commits")
+    assert f"code at 0000000, {ran_at}" in page and "measured at 2 code commits" in page
+    metrics.write_text(kept)
     shutil.copytree(two / "seed1", two / "seed4")  # a run's folder under another seed's name
     assert "holds seed 4, not among the expected seeds 1, 2, 3" in refused(two)
     assert "a run of seeds [1], not of seed 4" in refused(two, "--expect", "1", "2", "3", "4")
