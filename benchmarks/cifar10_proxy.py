@@ -58,6 +58,7 @@ from wscat import paths  # noqa: E402
 from wscat.report import paper  # noqa: E402
 
 EXPERIMENT = TIER = "cifar10-proxy"
+SMI_S = 5  # an nvidia-smi poll at most: a hung one must not push the deadline past timeout
 CORE_WAIT_S = 1800  # an extra part's wait for its core file; the runner ends it sooner on a failure
 
 
@@ -282,7 +283,7 @@ def _smi(query: str) -> list[list[str]]:
         return []
     try:
         out = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout
+                             capture_output=True, text=True, timeout=SMI_S).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
