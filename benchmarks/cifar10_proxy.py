@@ -359,11 +359,19 @@ def machine() -> str:
     return f"{device}; torch {torch.__version__}; python {platform.python_version()}"
 
 
+def _status(job: Job, did: dict[str, tuple[int, float]]) -> str:
+    """A step's status in the summary; a kept one names the call that did it, where recorded."""
+    if not job.kept:
+        return job.status
+    return f"kept (call {did[job.name][0]})" if job.name in did else "kept"
+
+
 def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
             npz: Path | None, elapsed: float, schedule: str = "",
-            watch: GpuWatch | None = None) -> str:
+            watch: GpuWatch | None = None, calls: list[dict[str, Any]] | None = None) -> str:
     """summary.md: what ran where and how it was scheduled, how long each step took (and its
-    GPU memory, where nvidia-smi saw it), and the tables."""
+    GPU memory, where nvidia-smi saw it; a kept step: the seconds of the call that did it,
+    `record_call`), and the tables."""
     experiment = params["experiments"][EXPERIMENT]
     dataset = experiment["dataset"]
     training = params["training"][dataset]
@@ -378,13 +386,17 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
                + (f"- schedule: {schedule}\n" if schedule else "")
                + (watch.line() if watch else "")
                + f"- wall time {elapsed:.0f} s\n\n## Steps\n\n")
+    did = step_calls(calls or [])
     if any(job.kept for job in jobs):
         text.write("kept: done by an earlier call on the same results; its outputs were there, "
-                   "so it did not run again (0 s here).\n\n")
+                   "so it did not run again (its seconds: those of the call that did it, "
+                   + ("; ".join(f"call {c['call']} {c['wall_s']:.0f} s" for c in calls or [])
+                      or "not recorded") + ").\n\n")
     seen = watch.step_gib if watch else {}
     text.write("| step | status | seconds |" + (" GPU GiB (peak seen) |" if seen else "")
                + "\n|---|---|---|" + ("---|" if seen else "") + "\n")
-    text.writelines(f"| {job.name} | {'kept' if job.kept else job.status} | {job.seconds:.0f} |"
+    text.writelines(f"| {job.name} | {_status(job, did)} | "
+                    f"{did[job.name][1] if job.kept and job.name in did else job.seconds:.0f} |"
                     + (f" {seen[job.name]:.1f} |" if job.name in seen else " |" if seen else "")
                     + "\n" for job in jobs)
     for name, path, cell in (
@@ -484,16 +496,50 @@ def labelers(params: dict[str, Any]) -> list[str]:
                                      for m in experiment["methods"]) if m]
 
 
+CALLS = "calls.json"  # under results/proxy/: every call's wall time and the steps it ran
+
+
+def record_call(results: Path, jobs: list[Job], elapsed: float) -> list[dict[str, Any]]:
+    """Add this call to results/proxy/calls.json (it stays on the warm machine between calls)
+    and return every call so far: its number, wall seconds, and each step it ran (not kept) with
+    its status and seconds. A seed finished by a second call so keeps the first call's times."""
+    path = results / "proxy" / CALLS
+    calls = json.loads(path.read_text()) if path.is_file() else []
+    calls.append({"call": len(calls) + 1, "wall_s": round(elapsed, 1),
+                  "steps": {job.name: {"status": job.status, "seconds": round(job.seconds, 1)}
+                            for job in jobs if job.status != "skipped" and not job.kept}})
+    write_json(path, calls)
+    return calls
+
+
+def step_calls(calls: list[dict[str, Any]]) -> dict[str, tuple[int, float]]:
+    """step -> (the call that did it, its seconds there): the last call in which it was done."""
+    done: dict[str, tuple[int, float]] = {}
+    for call in calls:
+        for name, step in call["steps"].items():
+            if step["status"] == "done":
+                done[name] = (call["call"], step["seconds"])
+    return done
+
+
 def run_record(jobs: list[Job], seed: int, elapsed: float, schedule: dict[str, Any],
-               watch: GpuWatch) -> dict[str, Any]:
+               watch: GpuWatch, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """run.json: the machine, the schedule, every step's status and seconds (and GPU memory where
-    nvidia-smi saw it), and whether every step was done in this one call."""
+    nvidia-smi saw it), and the calls (`record_call`): each step's seconds are those of the call
+    that did it, and `one_call` says whether one call did every step."""
+    calls = calls or [{"call": 1, "wall_s": round(elapsed, 1), "steps": {
+        job.name: {"status": job.status, "seconds": round(job.seconds, 1)}
+        for job in jobs if job.status != "skipped" and not job.kept}}]
+    did = step_calls(calls)
+    complete = all(job.status == "done" for job in jobs)
+    by = {did[job.name][0] for job in jobs if job.name in did}
     return {"seed": seed, "machine": machine(), "wall_s": round(elapsed, 1), **schedule,
-            "complete": all(job.status == "done" for job in jobs),
-            "one_call": all(job.status == "done" and not job.kept for job in jobs),
+            "complete": complete, "one_call": complete and len(by) == 1,
+            "calls": [{"call": c["call"], "wall_s": c["wall_s"]} for c in calls],
             "gpu_peak_gib": round(watch.peak_gib, 2) if watch.busy else None,
             "steps": [{"name": job.name, "status": job.status, "kept": job.kept,
-                       "seconds": round(job.seconds, 1), "priority": job.priority,
+                       "seconds": did.get(job.name, (None, round(job.seconds, 1)))[1],
+                       "call": did.get(job.name, (None,))[0], "priority": job.priority,
                        **({"gpu_gib": round(watch.step_gib[job.name], 2)}
                           if job.name in watch.step_gib else {})} for job in jobs]}
 
@@ -725,14 +771,15 @@ def main() -> int:
             (args.results / "logs" / "proxy").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(log, args.results / "logs" / "proxy" / f"mps-{log.name}")
     elapsed = time.monotonic() - t0
+    calls = record_call(args.results, jobs, elapsed)
     write_text(args.out / "summary.md", summary(params, jobs, args.results, args.seed, args.npz,
-                                                elapsed, described, watch))
+                                                elapsed, described, watch, calls))
     bundle(args.results, dataset, args.out / "results.tar.gz")
     done, kept = sum(job.status == "done" for job in jobs), sum(job.kept for job in jobs)
     say(f"{done} of {len(jobs)} steps done in {elapsed:.0f} s"
         + (f" ({kept} kept from an earlier call)" if kept else "") + f"; {args.out}/summary.md")
     tarball = publish(params_file, args.results, args.seed, args.out,
-                      run_record(jobs, args.seed, elapsed, schedule, watch),
+                      run_record(jobs, args.seed, elapsed, schedule, watch, calls),
                       seed_files(params, args.results, args.seed))
     return_checkpoint(params, args.results, args.seed, args.out)
     for path in args.out.iterdir():  # atomic writes leave 0600 files; let any reader fetch them

@@ -209,9 +209,15 @@ def _runs_line(seed: int, folder: Path) -> str:
         raise ValueError(f"{record_path}: wall_s is {wall!r}, not a number of seconds; unpack "
                          "the run's OUT/seed{s}.tar.gz again")
     done = sum(step["status"] == "done" for step in steps)
+    walls = {c.get("call"): c.get("wall_s") for c in record.get("calls") or []}
+    used = sorted({step["call"] for step in steps if step.get("call") in walls})
+    if used:  # the calls that did the steps (run.json's `calls`), not the last one alone
+        wall = sum(walls[c] for c in used)
     calls = ("NOT COMPLETE: the record of a call that did not finish (its metrics are all "
              "here; unpack the finishing call's tarball)" if record.get("complete") is False
              else "in one call" if record.get("one_call")
+             else f"in {len(used)} calls (" + " + ".join(f"{walls[c]:.0f} s" for c in used)
+             + ")" if len(used) > 1
              else f"{sum(step['kept'] for step in steps)} steps kept from an earlier call")
     commits = ", ".join(code_commits(folder)) or "an unrecorded commit"
     return (f"- seed {seed}: {done} of {len(steps)} steps done, {calls}, "

@@ -406,13 +406,18 @@ def test_a_second_call_keeps_every_finished_step(proxy_run) -> None:
     assert {path: path.stat().st_mtime_ns for path in before} == before
     assert {log: log.read_text() for log in logs} == logs  # the first call's step logs stay
     summary = (again / "summary.md").read_text()
-    assert all(f"| {job.name} | kept | 0 |" in summary for job in jobs)
+    first = json.loads((results / "proxy/calls.json").read_text())[0]["steps"]
+    assert all(f"| {job.name} | kept (call 1) | {first[job.name]['seconds']:.0f} |" in summary
+               for job in jobs)  # the seconds of the call that did it, not this one's 0
     assert "| WSCAT |" in summary and "did not run again" in summary
     with tarfile.open(again / "results.tar.gz") as tar:
         assert f"results/metrics/{PROXY}/wrn-10-1/mt/seed1.json" in tar.getnames()
     folder = _unpacked(again, tmp / "unpacked-again")
     record = json.loads((folder / "run.json").read_text())
-    assert record["complete"] and not record["one_call"]  # done, but by the first call
+    assert record["complete"] and record["one_call"]  # every step done by the first call
+    assert [call["call"] for call in record["calls"]] == [1, 2]
+    assert all(step["call"] == 1 and step["seconds"] == first[step["name"]]["seconds"]
+               for step in record["steps"])
     assert (folder / f"metrics/{PROXY}/wrn-10-1/mt/seed1.json").read_bytes() == (
         results / f"metrics/{PROXY}/wrn-10-1/mt/seed1.json").read_bytes()
     # Other params (here --epochs) than the results were made with: stop, keep nothing stale.
@@ -420,6 +425,34 @@ def test_a_second_call_keeps_every_finished_step(proxy_run) -> None:
                           "--epochs", "2")
     assert other.returncode != 0 and "made with other params" in other.stderr
     assert {path: path.stat().st_mtime_ns for path in before} == before
+
+
+def test_a_seed_finished_by_a_second_call_keeps_the_first_calls_seconds(tmp_path: Path) -> None:
+    """Call 1 is cut at its deadline, call 2 finishes the seed: run.json gives each step the
+    seconds and the number of the call that did it, both calls' wall times, and one_call false;
+    proxy_table's line for the seed says two calls and adds their walls."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from cifar10_proxy import GpuWatch, record_call, run_record
+    from jobrunner import Job
+    from proxy_table import _runs_line
+
+    (tmp_path / "proxy").mkdir()
+    cut = [Job("split", [], status="done", seconds=5.0),
+           Job("train mt", [], status="killed", seconds=560.0), Job("table", [], status="skipped")]
+    record_call(tmp_path, cut, 570.0)
+    rest = [Job("split", [], status="done", kept=True),
+            Job("train mt", [], status="done", seconds=40.0), Job("table", [], status="done",
+                                                                     seconds=2.0)]
+    calls = record_call(tmp_path, rest, 45.0)
+    record = run_record(rest, 1, 45.0, {}, GpuWatch(rest), calls)
+    assert record["complete"] and not record["one_call"]
+    assert record["calls"] == [{"call": 1, "wall_s": 570.0}, {"call": 2, "wall_s": 45.0}]
+    assert [(s["name"], s["call"], s["seconds"]) for s in record["steps"]] == [
+        ("split", 1, 5.0), ("train mt", 2, 40.0), ("table", 2, 2.0)]
+    (tmp_path / "seed1").mkdir()
+    (tmp_path / "seed1/run.json").write_text(json.dumps(record))
+    line = _runs_line(1, tmp_path / "seed1")
+    assert "3 of 3 steps done, in 2 calls (570 s + 45 s), 615 s on" in line, line
 
 
 def test_a_run_cut_before_its_first_result_still_returns_its_record(tmp_path: Path) -> None:
