@@ -260,9 +260,19 @@ def _logged(train_log: Path) -> int:
         return sum(1 for _ in csv.DictReader(handle))
 
 
-def wide(path: Path, cell: str = "mean") -> str:
+def _whole(value: str) -> str:
+    """A count written as a float ('4000.00') as the whole number it is ('4,000')."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return f"{number:,.0f}" if number.is_integer() else value
+
+
+def wide(path: Path, cell: str = "mean", counts: bool = False) -> str:
     """A long table CSV (method, metric, ...) as Markdown: a row per method, a column per metric;
-    `cell`: the CSV column shown ('mean'), or columns joined by '+' ('ours+paper')."""
+    `cell`: the CSV column shown ('mean'), or columns joined by '+' ('ours+paper'); `counts`:
+    whole numbers shown as such (Tab-datasets' images and classes)."""
     if not path.is_file():
         return f"({path.name} was not made)\n"
     with open(path, newline="") as handle:
@@ -270,7 +280,8 @@ def wide(path: Path, cell: str = "mean") -> str:
     methods = list(dict.fromkeys(row["method"] or row["dataset"] for row in rows))
     metrics = list(dict.fromkeys(row["metric"] for row in rows))
     cells = {(row["method"] or row["dataset"], row["metric"]):
-             " / ".join(row[c] for c in cell.split("+")) for row in rows}
+             " / ".join(_whole(row[c]) if counts else row[c] for c in cell.split("+"))
+             for row in rows}
     lines = ["| | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
     lines += [f"| {m} | " + " | ".join(cells.get((m, k), "") for k in metrics) + " |"
               for m in methods]
@@ -404,7 +415,7 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
             ("Ours / the paper's CIFAR-10 WRN-28-10 (Table 2)",
              out / "Tab-RQ1-CIFAR10-vs-paper.csv", "ours+paper"),
             ("Tab-datasets", out / "Tab-datasets.csv", "mean")):
-        text.write(f"\n## {name}\n\n{wide(path, cell)}")
+        text.write(f"\n## {name}\n\n{wide(path, cell, counts=name == 'Tab-datasets')}")
     text.write("\n## Per run (also when the tables were not made)\n\n"
                "| method | epochs | s/epoch | accuracy (%) |\n|---|---|---|---|\n")
     for method in experiment["methods"]:

@@ -338,6 +338,8 @@ def test_the_one_call_script_runs_the_tiny_proxy_end_to_end(proxy_run) -> None:
     summary = (out / "summary.md").read_text()
     assert "| WSCAT |" in summary and "| failed |" not in summary
     assert "pseudo-label accuracy of mt" in summary
+    counts = summary.split("## Tab-datasets")[1].split("##")[0]  # images, classes: whole
+    assert "| 10 |" in counts and ".00" not in counts, counts
     with tarfile.open(out / "results.tar.gz") as tar:
         names = tar.getnames()
     assert f"results/curves/{PROXY}/wrn-10-1/wscat/seed1.png" in names
