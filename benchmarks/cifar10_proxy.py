@@ -721,6 +721,10 @@ def main() -> int:
     except (ValueError, OSError) as error:
         print(f"cifar10_proxy: error: {error}", file=sys.stderr)
         return 2
+    if args.check:  # before --results is looked at: the device's is not this machine's
+        print(f"cifar10_proxy: seed {args.seed} may run: its params match the committed seeds' "
+              f"({seeds_dir_of(args) or 'none compared'})")
+        return 0
     params_file = args.results / "proxy" / "params.yaml"
     text = yaml.safe_dump(params, sort_keys=False)
     if params_file.is_file() and params_file.read_text() != text:
@@ -728,10 +732,6 @@ def main() -> int:
               f"({params_file}); its steps would be kept though stale. Delete it (or pass "
               "another --results) to start over.", file=sys.stderr)
         return 2
-    if args.check:
-        print(f"cifar10_proxy: seed {args.seed} may run: its params match the committed seeds' "
-              f"({seeds_dir_of(args) or 'none compared'})")
-        return 0
     say = echo(args.out / "progress.log")
     write_text(params_file, text)
     params = load_params(params_file)  # validated, as every step reads it

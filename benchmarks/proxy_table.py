@@ -227,10 +227,10 @@ def _runs_line(seed: int, folder: Path) -> str:
 
 def code_commits(folder: Path) -> list[str]:
     """The git commits a seed's metrics files were measured with (their manifests' versions;
-    two where two calls ran at different commits), in order."""
-    found = {read_json(path, "metrics file").get("manifest", {}).get("versions", {}).get("git")
-             for path in sorted(folder.glob("metrics/**/*.json"))}
-    return sorted(commit for commit in found if commit)
+    two where two calls ran at different commits), sorted by name."""
+    found = {((read_json(path, "metrics file").get("manifest") or {}).get("versions") or {})
+             .get("git") for path in sorted(folder.glob("metrics/**/*.json"))}
+    return sorted(commit for commit in found if isinstance(commit, str) and commit)
 
 
 def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
@@ -405,8 +405,8 @@ def _commits_note(dirs: dict[int, Path]) -> list[str]:
         return []
     return [f"**The seeds were measured at {len(commits)} code commits ({', '.join(commits)}).** "
             "Their params match in everything the steps read (the training and evaluation "
-            "fingerprints are checked), but the code may differ: `git log --oneline "
-            f"{commits[0]}..{commits[-1]} -- wscat/` lists what changed in between.", ""]
+            "fingerprints are checked), but the code may differ: `git diff --stat "
+            f"{commits[0]} {commits[1]} -- wscat/` shows what differs between two of them.", ""]
 
 
 def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], stage: Path,
