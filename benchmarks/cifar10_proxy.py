@@ -534,13 +534,10 @@ def step_calls(calls: list[dict[str, Any]]) -> dict[str, tuple[int, float]]:
 
 
 def run_record(jobs: list[Job], seed: int, elapsed: float, schedule: dict[str, Any],
-               watch: GpuWatch, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+               watch: GpuWatch, calls: list[dict[str, Any]]) -> dict[str, Any]:
     """run.json: the machine, the schedule, every step's status and seconds (and GPU memory where
     nvidia-smi saw it), and the calls (`record_call`): each step's seconds are those of the call
     that did it, and `one_call` says whether one call did every step."""
-    calls = calls or [{"call": 1, "wall_s": round(elapsed, 1), "steps": {
-        job.name: {"status": job.status, "seconds": round(job.seconds, 1)}
-        for job in jobs if job.status != "skipped" and not job.kept}}]
     did = step_calls(calls)
     complete = all(job.status == "done" for job in jobs)
     by = {did[job.name][0] for job in jobs if job.name in did}

@@ -193,8 +193,9 @@ def check_records(dirs: dict[int, Path]) -> None:
                              "summary.md says every step done)")
 
 
-def _runs_line(seed: int, folder: Path) -> str:
-    """One line on how a seed's run went (run.json): machine, wall time, steps, calls."""
+def _runs_line(seed: int, folder: Path, commits: list[str]) -> str:
+    """One line on how a seed's run went (run.json): machine, wall time, steps, calls, and the
+    code `commits` its metrics were measured at (`code_commits`)."""
     record_path = folder / "run.json"
     if not record_path.is_file():
         return f"- seed {seed}: no run.json (how the run went is not recorded)"
@@ -219,10 +220,9 @@ def _runs_line(seed: int, folder: Path) -> str:
              else f"in {len(used)} calls (" + " + ".join(f"{walls[c]:.0f} s" for c in used)
              + ")" if len(used) > 1
              else f"{sum(step['kept'] for step in steps)} steps kept from an earlier call")
-    commits = ", ".join(code_commits(folder)) or "an unrecorded commit"
     return (f"- seed {seed}: {done} of {len(steps)} steps done, {calls}, "
             f"{wall:.0f} s on {record.get('machine', 'an unrecorded machine')}, code at "
-            f"{commits}")
+            f"{', '.join(commits) or 'an unrecorded commit'}")
 
 
 def code_commits(folder: Path) -> list[str]:
@@ -398,9 +398,9 @@ def paired_figure(mean: pd.DataFrame, by_attack: pd.DataFrame | None, companion:
     return True
 
 
-def _commits_note(dirs: dict[int, Path]) -> list[str]:
+def _commits_note(by_seed: dict[int, list[str]]) -> list[str]:
     """Where the seeds ran at more than one commit: what the table can and cannot vouch for."""
-    commits = sorted({c for folder in dirs.values() for c in code_commits(folder)})
+    commits = sorted({c for found in by_seed.values() for c in found})
     if len(commits) < 2:
         return []
     return [f"**The seeds were measured at {len(commits)} code commits ({', '.join(commits)}).** "
@@ -426,14 +426,15 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
                   f"{', '.join(map(str, missing))}. This is not the {count}-seed table.")
     model = params["experiments"][EXPERIMENT]["model"]
     model = paper.tier_spec(params, TIER)["model_names"].get(model, model)
+    commits = {seed: code_commits(folder) for seed, folder in dirs.items()}  # read once
     companion = stage / f"{label}-vs-paper.csv"
     return "\n".join([
         f"# Table 2 on the CIFAR-10 proxy ({model}), seed{'s' if len(present) > 1 else ''} "
         f"{seeds}", "",
         "Rendered by `benchmarks/proxy_table.py` from "
         + ", ".join(f"`seed{s}/`" for s in present) + " (no GPU).", "", f"**{status}**", "",
-        *[_runs_line(seed, folder) for seed, folder in dirs.items()], "",
-        *_commits_note(dirs),
+        *[_runs_line(seed, folder, commits[seed]) for seed, folder in dirs.items()], "",
+        *_commits_note(commits),
         "## Accuracy (%), mean ± std over the seeds, and the paired comparison with WSCAT", "",
         (stage / f"{EXPERIMENT}.md").read_text(),
         *([f"![The paired differences from WSCAT, per attack and in Mean, beside the paper's]"

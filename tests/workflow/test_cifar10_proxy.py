@@ -453,7 +453,7 @@ def test_a_seed_finished_by_a_second_call_keeps_the_first_calls_seconds(tmp_path
         ("split", 1, 5.0), ("train mt", 2, 40.0), ("table", 2, 2.0)]
     (tmp_path / "seed1").mkdir()
     (tmp_path / "seed1/run.json").write_text(json.dumps(record))
-    line = _runs_line(1, tmp_path / "seed1")
+    line = _runs_line(1, tmp_path / "seed1", [])
     assert "3 of 3 steps done, in 2 calls (570 s + 45 s), 615 s on" in line, line
 
 
