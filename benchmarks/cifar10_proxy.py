@@ -768,8 +768,7 @@ def main() -> int:
     epochs = {method: training_for(params, dataset, method)["epochs"]
               for method in params["experiments"][EXPERIMENT]["methods"]}
     try:
-        run_jobs(jobs, parallel=jobs_why[0], say=say, deadline_s=None if args.deadline is None
-                 else args.deadline - (time.monotonic() - started),
+        run_jobs(jobs, parallel=jobs_why[0], say=say, deadline_s=args.deadline, since=started,
                  status=lambda job: epoch_note(job, epochs.get(job.name.removeprefix("train "))),
                  env=env, note=watch)
     finally:

@@ -93,7 +93,7 @@ def startable(jobs: list[Job], parallel: int) -> list[Job]:
 def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
              deadline_s: float | None = None, status: Callable[[Job], str] | None = None,
              every_s: float = 30.0, env: dict[str, str] | None = None,
-             note: Callable[[], str] | None = None) -> list[Job]:
+             note: Callable[[], str] | None = None, since: float | None = None) -> list[Job]:
     """Start the jobs whose dependencies are done (`startable`: by priority, then list order), at
     most `parallel` at once.
 
@@ -101,11 +101,14 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
     marked done (`kept`, 0 s) without running. A failed job skips the jobs that need it; past
     `deadline_s` the running jobs are killed and nothing new starts, so what finished still comes
     back. `status(job)` adds a note (e.g. the epoch) to the periodic progress line, `note()` one
-    about the machine (e.g. the GPU's memory in use).
+    about the machine (e.g. the GPU's memory in use). `since` (a `time.monotonic()` reading,
+    default now) is where the clock of the progress lines and `deadline_s` start, so a caller
+    with set-up of its own can count them from its own start.
     """
     by_name = {job.name: job for job in jobs}
     running: dict[str, subprocess.Popen] = {}
-    t0 = last = time.monotonic()
+    last = time.monotonic()
+    t0 = last if since is None else since
     while True:
         now = time.monotonic()
         for name, proc in list(running.items()):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,19 @@ def test_a_step_killed_at_the_deadline_keeps_how_long_it_ran(tmp_path: Path) -> 
     assert 1.0 <= jobs[0].seconds < 30 and jobs[1].seconds == 0
     assert any(line.endswith(f"({jobs[0].seconds:.0f} s)") and "killed train slow" in line
                for line in lines)
+
+
+def test_the_deadline_and_clock_count_from_since(tmp_path: Path) -> None:
+    """`since` moves the clock's start: a caller's 2 s of set-up count against its deadline, and
+    the kill line names the deadline the user gave, not what was left of it."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    jobs = [Job("train slow", sleeper, log=tmp_path / "slow.log")]
+    lines: list[str] = []
+    started = time.monotonic() - 2.0
+    run_jobs(jobs, parallel=1, say=lines.append, deadline_s=3.0, since=started)
+    assert jobs[0].status == "killed" and 1.0 <= jobs[0].seconds < 2.9
+    assert lines[0].startswith("[00:02] start train slow")
+    assert any("killed train slow at the 3 s deadline" in line for line in lines)
 
 
 def test_steps_killed_at_the_deadline_are_reaped(tmp_path: Path,
