@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 try:
@@ -122,6 +123,31 @@ def test_one_seed_leaves_the_csv_std_empty(tmp_path: Path) -> None:
         records = list(csv.DictReader(handle))
     assert records and all(r["std"] == "" and r["n_seeds"] == "1" for r in records)
     assert all(r["mean"] for r in records)
+
+
+def test_one_seed_prints_no_plus_minus(tmp_path: Path) -> None:
+    """One seed has no spread: the .tex and Markdown cells hold the mean alone, not a ± 0.00 that
+    claims a spread of zero, and the caption says why; two seeds bring the ± back."""
+    from wscat.report.markdown import table_markdown
+
+    for seeds in (SEEDS[:1], SEEDS[:2]):
+        folder = tmp_path / f"seeds{len(seeds)}"
+        frame = pd.DataFrame([{"method": m, "seed": seed, "metric": k,
+                               "value": ACCURACY[m][k][i]}
+                              for m in METHODS for i, seed in enumerate(seeds) for k in METRICS])
+        md = table_markdown(summarise(frame, METHODS), methods=METHODS, display_names=DISPLAY,
+                            adversarial=ADVERSARIAL, caption="c")
+        tex = build(folder, make_metrics(folder / "metrics", seeds=seeds))["tex_path"].read_text()
+        cells = [cell.strip() for row in parse_tabular(tex)[1][1:] for cell in row[1:]]
+        md_cells = [cell.strip(" *") for line in md.splitlines()[4:] for cell in line.split("|")[2:-1]]
+        assert len(cells) == len(md_cells) == len(METHODS) * len(METRICS)  # Mean included
+        if len(seeds) == 1:
+            assert all(re.fullmatch(r"\{\$(\\bm)?\{\d+\.\d\d\}\$\}", c) for c in cells), cells
+            assert all(re.fullmatch(r"\d+\.\d\d", c) for c in md_cells), md_cells
+            assert "seed 1 (one seed: no spread; means alone)" in tex
+        else:
+            assert all(CELL.fullmatch(c) for c in cells), cells
+            assert all(re.fullmatch(r"\d+\.\d\d ± \d+\.\d\d", c) for c in md_cells), md_cells
 
 
 def test_summarise_uses_the_sample_std() -> None:

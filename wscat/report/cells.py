@@ -43,9 +43,10 @@ def row_name(metric: str, metrics: Sequence[str]) -> str:
 
 
 def shown_cells(summary: pd.DataFrame, methods: Sequence[str], adversarial: Iterable[str]
-                ) -> list[tuple[str, list[tuple[float, float, bool]]]]:
+                ) -> list[tuple[str, list[tuple[float, float | None, bool]]]]:
     """Per metric row, per method: (mean, std) rounded as printed, and whether it is the best
-    adversarial-training result of the row (bold; ties included)."""
+    adversarial-training result of the row (bold; ties included). The std is None for one seed,
+    which has no spread (a printed ± 0.00 would claim one of zero)."""
     cells = summary.set_index(["method", "metric"])
     metrics = METRICS + [m for m in EXTRA_METRICS if m in set(summary["metric"])]
     absent = [(m, k) for m in methods for k in metrics if (m, k) not in cells.index]
@@ -54,8 +55,9 @@ def shown_cells(summary: pd.DataFrame, methods: Sequence[str], adversarial: Iter
     adversarial = set(adversarial)
     rows = []
     for metric in metrics:
-        printed = [(shown(cells.at[(m, metric), "mean"]), shown(cells.at[(m, metric), "std"]))
-                   for m in methods]
+        printed = [(shown(cells.at[(m, metric), "mean"]),
+                    shown(cells.at[(m, metric), "std"]) if cells.at[(m, metric), "n_seeds"] > 1
+                    else None) for m in methods]
         best = max((mean for (mean, _), m in zip(printed, methods) if m in adversarial),
                    default=None)
         rows.append((metric, [(mean, std, m in adversarial and mean == best)

@@ -17,13 +17,15 @@ def _row(cells: Iterable[str]) -> str:
 def table_markdown(summary: pd.DataFrame, *, methods: Sequence[str],
                    display_names: Mapping[str, str], adversarial: Iterable[str],
                    caption: str) -> str:
-    """Table 2 as Markdown: mean ± std per (metric, method); the best AT method in bold."""
+    """Table 2 as Markdown: mean ± std per (metric, method), the mean alone for one seed; the
+    best AT method in bold."""
     rows = shown_cells(summary, methods, adversarial)
     metrics = [metric for metric, _ in rows]
     lines = [f"*{caption}*", "", _row(["", *(display_names[m] for m in methods)]),
              _row(["---", *("---:" for _ in methods)])]
     for metric, cells in rows:
-        texts = [f"{mean:.2f} ± {std:.2f}" for mean, std, _ in cells]
+        texts = [f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+                 for mean, std, _ in cells]
         lines.append(_row([row_name(metric, metrics),
                            *(f"**{t}**" if bold else t for t, (_, _, bold) in zip(texts, cells))]))
     return "\n".join(lines) + "\n"

@@ -227,7 +227,7 @@ def seed_std(values: Sequence[float] | np.ndarray) -> float:
 def spread_caption(seeds: Sequence[int]) -> str:
     """The caption's words for the seeds a table's spread is over."""
     if len(seeds) == 1:
-        return f"seed {seeds[0]} (one seed: no spread, shown as 0)"
+        return f"seed {seeds[0]} (one seed: no spread; means alone)"
     return f"seeds {', '.join(map(str, seeds))}"
 
 
@@ -283,8 +283,8 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
     rows, shown_rows = [], shown_cells(summary, methods, adversarial)
     metrics = [metric for metric, _ in shown_rows]
     for metric, cells in shown_rows:
-        row = [f"${BOLD if bold else ''}{{{mean:.2f}}}_{{\\pm{std:.2f}}}$"
-               for mean, std, bold in cells]
+        row = [f"${BOLD if bold else ''}{{{mean:.2f}}}"
+               + ("$" if std is None else f"_{{\\pm{std:.2f}}}$") for mean, std, bold in cells]
         rows.append({"metric": latex_escape(row_name(metric, metrics)), "cells": row,
                      "rule": metric in ("Mean", EXTRA_METRICS[0]) or (
                          metric == "NRF" and "AA-paper" not in metrics)})
