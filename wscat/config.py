@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from wscat import own_method
 from wscat.file_kinds import check_input_kind
 from wscat.schema_messages import schema_message
 from wscat.strict_yaml import DuplicateKeyError, StrictLoader
@@ -241,18 +242,26 @@ def _check_method(params: dict[str, Any], name: str, source: str = "params.yaml"
             raise ConfigError(f"methods.{name}.per_dataset.{dataset} may only change knobs, "
                               "not the objective")
         key = _settings_key(merged)
+        own = own_method.is_own(merged.get("objective"))
+        if key is not None and own:  # the same settings with an edited file: check again
+            key += own_method.digest_or_none(merged["objective"])
         if key is not None and key in _VALID_METHODS:  # e.g. after the paper section's expansion
             continue
         validator = _validator("method")
         error = jsonschema.exceptions.best_match(validator.iter_errors(merged))
-        if error is None and key is not None:
-            _VALID_METHODS.add(key)
-        else:
-            where = f"methods.{name}" + (f".per_dataset.{dataset}" if dataset else "")
+        where = f"methods.{name}" + (f".per_dataset.{dataset}" if dataset else "")
+        if error is not None:
             field = ".".join(str(p) for p in error.absolute_path)
             raise ConfigError(f"bad value in {source} at {where}{'.' + field if field else ''}: "
                               f"{schema_message(error, validator.schema)} (after resolving "
                               "base/per_dataset)")
+        if own:
+            try:
+                own_method.check(merged)
+            except ValueError as own_error:
+                raise ConfigError(f"{source}, {where}: {own_error}") from None
+        if key is not None:
+            _VALID_METHODS.add(key)
 
 
 def _check_references(params: dict[str, Any], source: str = "params.yaml") -> None:

@@ -119,4 +119,6 @@ def schema_message(error: jsonschema.ValidationError, root: dict[str, Any]) -> s
                 and len(description) <= 100:
             message += f" ({description.strip()})"
         return message
+    if error.validator == "unevaluatedProperties":  # a method's key no objective takes
+        return error.message.replace("Unevaluated properties", "Additional properties")
     return error.message

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wscat import paths
+from wscat import own_method, paths
 from wscat.config import (ConfigError, evaluation_for, load_params, method_for, training_for,
                           unknown_name)
 from wscat.data.capacity import check_splits
@@ -110,6 +110,8 @@ def training_inputs(params: dict[str, Any], dataset: str, model: str, method: st
     images (with their labeler's checkpoint) when it has some; nothing otherwise."""
     knobs = method_for(params, method, dataset)
     inputs = {}
+    if own_method.is_own(knobs["objective"]):  # your own method's file: an edit retrains
+        inputs["method_code"] = str(own_method.source(knobs["objective"]))
     if knobs.get("generated"):
         inputs["generated"] = knobs["generated"]
         if knobs.get("generated_labeler"):
@@ -146,14 +148,19 @@ def split_params(params: dict[str, Any], dataset: str) -> str:
 
 
 def train_params(params: dict[str, Any], dataset: str, model: str, method: str) -> str:
-    """The dataset (threat model, augmentation), its schedule, the model, the method, and the
+    """The dataset (threat model, augmentation), its schedule, the model, the method (your own
+    method's with its file's SHA-256: an edit of the code is a change of the method), and the
     steps of the validation attack that selects best.pt."""
     evaluation = evaluation_for(params, dataset)
+    knobs = method_for(params, method, dataset)
+    code = ({"code_sha256": own_method.digest_or_none(knobs["objective"])}
+            if own_method.is_own(knobs["objective"]) else {})
     return to_json({
         "dataset": params["datasets"][dataset],
         "training": training_for(params, dataset, method),
         "model": params["models"][model],
-        "method": method_for(params, method, dataset),
+        "method": knobs,
+        **code,
         "validation": {key: evaluation[key] for key in ("pgd_steps", "cw_steps")},
     })
 

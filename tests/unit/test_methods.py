@@ -339,7 +339,7 @@ def test_registry_knows_the_new_methods():
 
 def _schema_required(objective: str) -> set[str]:
     """The knobs params.schema.yaml requires of an objective, beyond what every method has."""
-    rules = load_schema()["$defs"]["method_rules"]
+    rules = load_schema()["$defs"]["builtin_rules"]
     required = set()
     for rule in rules["allOf"]:
         if rule["if"]["properties"].get("objective", {}).get("const") == objective:

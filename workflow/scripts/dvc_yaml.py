@@ -38,7 +38,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from wscat import paths  # noqa: E402  (this repo's package)
+from wscat import own_method, paths  # noqa: E402  (this repo's package)
 from wscat import targets  # noqa: E402
 from wscat.config import ConfigError, load_params, method_for  # noqa: E402
 
@@ -125,6 +125,14 @@ def plots(params: dict[str, Any], name: str, runs: list[str]) -> list[dict[str, 
             for curve, label in CURVES.items()]
 
 
+def own_files(params: dict[str, Any], experiment: dict[str, Any]) -> list[str]:
+    """The files of the experiment's own methods (objective FILE.py:Class): their code is the
+    stage's as much as the package is."""
+    objectives = (method_for(params, method, experiment["dataset"])["objective"]
+                  for method in used_methods(params, experiment))
+    return sorted({str(own_method.source(o)) for o in objectives if own_method.is_own(o)})
+
+
 def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
           fetches: dict[str, dict[str, Any]], curves: list[dict[str, Any]]) -> dict[str, Any]:
     experiment = params["experiments"][name]
@@ -150,7 +158,7 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
         # dataset: one GPU, the jobs take turns on it.
         "cmd": (f"snakemake --cores 4 --resources gpu=1 -- {' '.join(table)}" if archives
                 else f"snakemake --cores 2 -- {' '.join(table)}"),
-        "deps": DEPS + archives,
+        "deps": DEPS + archives + own_files(params, experiment),
         "params": [f"experiments.{name}", f"datasets.{dataset}", f"training.{dataset}",
                    f"models.{experiment['model']}",
                    *(f"methods.{method}" for method in used_methods(params, experiment)),

@@ -1,7 +1,10 @@
-"""How the paper names methods, and which compete for bold in its tables (no torch here)."""
+"""How the paper names methods, and which compete for bold in its tables (no torch here, but for
+your own method's class)."""
 from __future__ import annotations
 
 from typing import Any
+
+from wscat import own_method
 
 # How the paper's tables name each configured method.
 DISPLAY_NAMES = {"standard": "Standard", "trades": "TRADES", "rlfat": "RLFAT", "dmat": "DMAT",
@@ -17,5 +20,9 @@ def display_name(method: str) -> str:
 
 
 def is_adversarial(method_params: dict[str, Any]) -> bool:
-    """Whether a method is adversarial training (only those compete for bold in the tables)."""
-    return method_params["objective"] not in NON_ADVERSARIAL_OBJECTIVES
+    """Whether a method is adversarial training (only those compete for bold in the tables).
+    Your own method says so by its class's `adversarial` (read by importing its file: torch)."""
+    objective = method_params["objective"]
+    if own_method.is_own(objective):
+        return bool(own_method.load(objective).adversarial)
+    return objective not in NON_ADVERSARIAL_OBJECTIVES
