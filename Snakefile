@@ -12,7 +12,7 @@
 #
 # Every knob is in params.yaml (validated once against workflow/schemas/params.schema.yaml by
 # wscat.workflow when the workflow loads); every path is a pattern of wscat/paths.py; building
-# the DAG imports no torch. Every rule calls one `wscat` subcommand,
+# the DAG imports no torch (but for your own method's file, checked as it loads). Every rule calls one `wscat` subcommand,
 # runs in the conda environment workflow/envs/wscat.yaml when asked to (--sdm conda), and marks
 # the results a reader browses with report(..., caption="../report/<rule>.rst").
 # The `--` ends --resources, which takes any number of values.

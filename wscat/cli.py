@@ -25,6 +25,7 @@ from wscat.errors import (DEBUG_ENV, INTERRUPTED, Terminated, debug_requested, d
 from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock
 from wscat.memory import keep_freed_memory
+from wscat.own_method import OwnMethodError
 
 Params = dict[str, Any] | None
 
@@ -692,6 +693,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - the one error path
         line = describe(error)
+        if isinstance(error.__cause__ if isinstance(error, ConfigError) else error,
+                      OwnMethodError) and debug_requested(args.debug):
+            raise  # your method's own error: its traceback is yours to read
         if line is None:
             if debug_requested(args.debug):
                 raise

@@ -256,10 +256,12 @@ def _check_method(params: dict[str, Any], name: str, source: str = "params.yaml"
                               f"{schema_message(error, validator.schema)} (after resolving "
                               "base/per_dataset)")
         if own:
+            from wscat.own_method_check import check
+
             try:
-                own_method.check(merged)
+                check(merged)
             except ValueError as own_error:
-                raise ConfigError(f"{source}, {where}: {own_error}") from None
+                raise ConfigError(f"{source}, {where}: {own_error}") from own_error
         if key is not None:
             _VALID_METHODS.add(key)
 

@@ -110,8 +110,8 @@ def training_inputs(params: dict[str, Any], dataset: str, model: str, method: st
     images (with their labeler's checkpoint) when it has some; nothing otherwise."""
     knobs = method_for(params, method, dataset)
     inputs = {}
-    if own_method.is_own(knobs["objective"]):  # your own method's file: an edit retrains
-        inputs["method_code"] = str(own_method.source(knobs["objective"]))
+    if own_method.is_own(knobs["objective"]):  # your own method's code: an edit retrains
+        inputs["method_code"] = [str(p) for p in own_method.code_files(knobs["objective"])]
     if knobs.get("generated"):
         inputs["generated"] = knobs["generated"]
         if knobs.get("generated_labeler"):
@@ -149,7 +149,7 @@ def split_params(params: dict[str, Any], dataset: str) -> str:
 
 def train_params(params: dict[str, Any], dataset: str, model: str, method: str) -> str:
     """The dataset (threat model, augmentation), its schedule, the model, the method (your own
-    method's with its file's SHA-256: an edit of the code is a change of the method), and the
+    method's with its code's SHA-256: an edit of the code is a change of the method), and the
     steps of the validation attack that selects best.pt."""
     evaluation = evaluation_for(params, dataset)
     knobs = method_for(params, method, dataset)

@@ -83,12 +83,26 @@ def test_an_own_method_builds_with_its_knobs_variants_and_overrides(here: Path) 
     assert is_adversarial(method_for(params, "mart"))
 
 
+SIGNATURES = ("import typing\nfrom wscat.methods import Method\n"
+              "class Mart(Method):\n"
+              "    def __init__(self, {}) -> None:\n"
+              "        super().__init__()\n"
+              "    def loss(self, model, batch, ctx):\n"
+              "        raise NotImplementedError\n")
 BAD_FILES = {
     "plain.py": ("class Mart:\n    pass\n", "is not a subclass of wscat.methods.Method"),
-    "broken.py": ("class Mart(:\n", "does not import: SyntaxError"),
-    "raises.py": ("raise RuntimeError('no GPU here')\n", "does not import: RuntimeError: no GPU"),
+    "broken.py": ("x = 1\nclass Mart(:\n", "does not import: SyntaxError"),
+    "raises.py": ("raise RuntimeError('no GPU here')\n",
+                  "does not import: RuntimeError: no GPU here (raises.py line 1)"),
     "abstract.py": ("from wscat.methods import Method\nclass Mart(Method):\n    pass\n",
                     "does not define loss(model, batch, ctx)"),
+    "base.py": ("from wscat.methods import Method as Mart\n", "is wscat's base class"),
+    "pipeline.py": (SIGNATURES.format("lam: float = 6.0, selection: str = 'cw'"),
+                    "takes 'selection', a key the pipeline reads"),
+    "positional.py": (SIGNATURES.format("lam: float = 6.0, /"), "takes 'lam' by position only"),
+    "kwargs.py": (SIGNATURES.format("**knobs: float"), "its **kwargs are not passed"),
+    "typed.py": (SIGNATURES.format("weight: float = 6.0, mode: typing.Literal['a', 'b'] = 'a'"),
+                 None),
 }
 
 
@@ -101,7 +115,14 @@ BAD_FILES = {
     (lambda e: e.update(objective="examples/mart"), "FILE.py:Class: your own method"),
     (lambda e: e.update(lam="six"), "methods.mart.lam: 'six' is not of type 'number'"),
     *[(lambda e, f=f: e.update(objective=f"{f}:Mart"), needle)
-      for f, (_, needle) in BAD_FILES.items()],
+      for f, (_, needle) in BAD_FILES.items() if needle],
+    (lambda e: e.update(feature_dim=3), "'feature_dim' is set by the model and data"),
+    (lambda e: (e.pop("lam"), e.update(objective="typed.py:Mart", weight=True)),
+     "weight: True is not a number (its constructor's annotation: float)"),
+    (lambda e: (e.pop("lam"), e.update(objective="typed.py:Mart", mode="c")),
+     "mode: 'c' is not one of 'a', 'b'"),
+    (lambda e: (e.pop("lam"), e.update(objective="typed.py:Mart", mode=["a"])),
+     "mode: ['a'] is not one of"),
 ])
 def test_a_bad_own_method_is_one_line_before_anything_runs(here: Path, change, needle) -> None:
     for name, (text, _) in BAD_FILES.items():
@@ -141,18 +162,79 @@ def test_a_built_in_method_still_takes_only_its_own_knobs(here: Path) -> None:
         checked(here, params)
 
 
-def test_an_edit_of_the_file_is_a_change_of_the_method(here: Path) -> None:
-    """The file's SHA-256 is in the method's training params: an edit changes its training
-    fingerprint (so Snakemake retrains it, and `wscat table` refuses its older metrics) and no
-    other method's; the file is an input of its training job."""
+def test_an_edit_of_its_code_is_a_change_of_the_method(here: Path) -> None:
+    """The SHA-256 of the file and of the modules of yours it imports is in the method's
+    training params: an edit of either changes its training fingerprint (so Snakemake retrains
+    it, and `wscat table` refuses its older metrics) and no other method's; they are inputs of
+    its training job."""
+    (here / "examples" / "scale.py").write_text("SCALE = 1.0\n")
+    (here / "shared").mkdir()
+    (here / "shared" / "__init__.py").write_text("")
+    (here / "shared" / "terms.py").write_text("import scale\nWEIGHT = scale.SCALE\n")
+    mart = here / "examples" / "mart.py"
+    mart.write_text(mart.read_text() + "import numpy\nfrom shared.terms import WEIGHT\n")
     params = checked(here, with_mart())
-    before = {m: training_fingerprint(params, "digits", "cnn", m) for m in ("mart", "trades")}
-    assert training_inputs(params, "digits", "cnn", "mart", "1") == {
-        "method_code": "examples/mart.py"}
-    with open(here / "examples" / "mart.py", "a") as handle:
-        handle.write("# a comment is an edit too\n")
-    after = {m: training_fingerprint(params, "digits", "cnn", m) for m in ("mart", "trades")}
-    assert after["mart"] != before["mart"] and after["trades"] == before["trades"]
+    assert training_inputs(params, "digits", "cnn", "mart", "1") == {"method_code": [
+        "examples/mart.py", "examples/scale.py", "shared/__init__.py", "shared/terms.py"]}
+    fingerprints = []
+    for edited in (None, "examples/scale.py", "shared/terms.py", "examples/mart.py"):
+        if edited is not None:
+            with open(here / edited, "a") as handle:
+                handle.write("# a comment is an edit too\n")
+        fingerprints.append({m: training_fingerprint(params, "digits", "cnn", m)
+                             for m in ("mart", "trades")})
+    assert len({f["mart"] for f in fingerprints}) == 4  # each edit: another method
+    assert len({f["trades"] for f in fingerprints}) == 1
+
+
+OWN_ERRORS = (
+    "import torch\n"
+    "from wscat.methods import Method\n"
+    "class Raises(Method):\n"
+    "    def __init__(self, gamma: float = 1.0) -> None:\n"
+    "        super().__init__()\n"
+    "        if gamma > 5:\n"
+    "            raise ValueError('gamma must be at most 5')\n"
+    "    def loss(self, model, batch, ctx):\n"
+    "        raise RuntimeError('my own bug')\n"
+    "class Returns(Method):\n"
+    "    def __init__(self, stats: dict | None = None, grad: bool = True) -> None:\n"
+    "        super().__init__()\n"
+    "        self.stats, self.grad = stats or {}, grad\n"
+    "    def loss(self, model, batch, ctx):\n"
+    "        one = torch.ones((), requires_grad=self.grad)\n"
+    "        return one * 2, {k: torch.tensor(v) for k, v in self.stats.items()}\n"
+    "class NoSuper(Method):\n"
+    "    def __init__(self) -> None:\n"
+    "        self.lam = 1.0\n"
+    "    def loss(self, model, batch, ctx):\n"
+    "        raise NotImplementedError\n")
+
+
+@pytest.mark.parametrize("objective, entry, needle", [
+    ("errors.py:Raises", {"gamma": 6.0}, "errors.py:Raises: its constructor raised ValueError: "
+                                         "gamma must be at most 5 (errors.py line 7)"),
+    ("errors.py:Raises", {}, "errors.py:Raises: its loss raised RuntimeError: my own bug "
+                             "(errors.py line 9)"),
+    ("errors.py:Returns", {"stats": {"lr": 1.0}}, "statistic names other than the trainer's own "
+                                                  "('lr'"),
+    ("errors.py:Returns", {"stats": {"val_cw": 1.0}}, "('val_cw'"),
+    ("errors.py:Returns", {"stats": {"../x": 1.0}}, "letters, digits and _ ('../x'"),
+    ("errors.py:Returns", {"grad": False}, "a loss with a gradient"),
+    ("errors.py:NoSuper", {}, "its __init__ does not call super().__init__()"),
+])
+def test_an_error_of_your_own_code_is_one_line_naming_it(here: Path, objective, entry,
+                                                         needle) -> None:
+    """What your constructor or loss raises, or a loss's return the trainer cannot log, is one
+    line (OwnMethodError: exit 2, its traceback with --debug) naming the file and line."""
+    from wscat.own_method import OwnMethodError
+
+    (here / "errors.py").write_text(OWN_ERRORS)
+    with pytest.raises(OwnMethodError) as error:
+        method = build_method({"objective": objective, **entry}, feature_dim=4, num_classes=3,
+                              image_shape=(1, 8, 8))
+        method.loss(None, None, None)
+    assert needle in str(error.value) and "\n" not in str(error.value)
 
 
 def test_dvc_yaml_lists_the_file_as_a_dependency(here: Path) -> None:

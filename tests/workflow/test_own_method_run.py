@@ -4,6 +4,7 @@ built-in method, and an edit of its file retrains it alone (~20 s)."""
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import subprocess
 import sys
@@ -53,3 +54,37 @@ def test_your_own_method_is_trained_attacked_and_tabulated(tmp_path: Path, env) 
     trained = [line.split("output: ")[1] for line in dry.stdout.splitlines()
                if line.strip().startswith("output: results/models/")]
     assert len(trained) == 1 and "/mart/seed1/best.pt" in trained[0], dry.stdout
+
+
+BOOM = ("from wscat.methods import Method\n"
+        "from helper_of_boom import FACTOR\n"
+        "class Boom(Method):\n"
+        "    def loss(self, model, batch, ctx):\n"
+        "        raise RuntimeError(f'boom x{FACTOR}')\n")
+
+
+def test_an_error_in_your_loss_is_one_line_and_its_traceback_on_request(tmp_path: Path) -> None:
+    """A `wscat train` job imports your file as the dry-run's check does (its sibling module
+    found in a process that has no folder of yours on sys.path), and an error your loss raises
+    is one line naming the file and line, exit 2; WSCAT_DEBUG=1 shows its traceback."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "boom.py").write_text(BOOM)
+    (tmp_path / "mine" / "helper_of_boom.py").write_text("FACTOR = 3\n")
+    params = tiny_params()
+    params["methods"]["boom"] = {"objective": "mine/boom.py:Boom", "data": "labelled",
+                                 "selection": "natural"}
+    write_params(tmp_path / "params.yaml", params)
+    wscat = [str(BIN / "wscat")]
+    split = subprocess.run([*wscat, "split", "--dataset", "digits", "--seed", "1", "--out",
+                            "s.npz"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert split.returncode == 0, split.stderr
+    train = [*wscat, "train", "--dataset", "digits", "--model", "cnn", "--method", "boom",
+             "--seed", "1", "--split", "s.npz", "--out-dir", "run", "--threads", "1"]
+    result = subprocess.run(train, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == ["wscat train: error: mine/boom.py:Boom: its loss raised "
+                                          "RuntimeError: boom x3 (mine/boom.py line 5)"]
+    debug = subprocess.run(train, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "WSCAT_DEBUG": "1"})
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+    assert 'raise RuntimeError(f\'boom x{FACTOR}\')' in debug.stderr

@@ -126,11 +126,12 @@ def plots(params: dict[str, Any], name: str, runs: list[str]) -> list[dict[str, 
 
 
 def own_files(params: dict[str, Any], experiment: dict[str, Any]) -> list[str]:
-    """The files of the experiment's own methods (objective FILE.py:Class): their code is the
-    stage's as much as the package is."""
+    """The code files of the experiment's own methods (objective FILE.py:Class and the modules
+    of yours it imports): their code is the stage's as much as the package is."""
     objectives = (method_for(params, method, experiment["dataset"])["objective"]
                   for method in used_methods(params, experiment))
-    return sorted({str(own_method.source(o)) for o in objectives if own_method.is_own(o)})
+    return sorted({str(path) for o in objectives if own_method.is_own(o)
+                   for path in own_method.code_files(o)})
 
 
 def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],

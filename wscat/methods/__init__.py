@@ -19,6 +19,7 @@ from wscat.methods.rlfat import Rlfat
 from wscat.methods.standard import Standard
 from wscat.methods.trades import Trades
 from wscat.methods.wscat import Wscat
+from wscat.own_method_check import constructor_knobs
 
 # The method class of each `objective` in params.yaml.
 OBJECTIVES: dict[str, type[Method]] = {"standard": Standard, "trades": Trades, "rlfat": Rlfat,
@@ -39,7 +40,7 @@ def method_class(objective: str) -> type[Method]:
 def knobs(objective: str) -> dict[str, bool]:
     """The params.yaml knobs an objective's constructor takes, each with whether it is required
     (no default: the schema requires it for a built-in, wscat.config for your own)."""
-    return own.constructor_knobs(method_class(objective))
+    return constructor_knobs(method_class(objective))
 
 
 def build_method(method_params: dict[str, Any], *, feature_dim: int, num_classes: int,
@@ -56,6 +57,8 @@ def build_method(method_params: dict[str, Any], *, feature_dim: int, num_classes
     arguments = {name: shapes[name] for name in parameters if name in shapes}
     arguments.update({name: method_params[name] for name in knobs(objective)
                       if name in method_params})
+    if own.is_own(objective):  # its errors and its loss's return, said in one line
+        return own.build(objective, cls, arguments)
     return cls(**arguments)
 
 
