@@ -21,6 +21,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from wscat.errors import first_line
+
 # FILE.py:Class, FILE a path from the folder you run in, as every path in params.yaml.
 FILE_OBJECTIVE = re.compile(r"(?P<file>[^:\s]+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)")
 # What the pipeline reads from a method's entry; everything else is a knob of its constructor.
@@ -162,8 +164,7 @@ def load(objective: str) -> type:
         spec.loader.exec_module(module)
     except Exception as error:  # the user's file: any error it raises is its own
         del sys.modules[module_name]
-        raise OwnMethodError(f"{path} does not import: {type(error).__name__}: "
-                             f"{_first_line(error)}{_where(error, path)}") from error
+        raise OwnMethodError(f"{path} does not import: {_raised(error, path)}") from error
     cls = getattr(module, name, None)
     if cls is Method:
         raise ValueError(f"{path}:{name} is wscat's base class, imported; name your subclass "
@@ -190,9 +191,10 @@ def _methods(module: Any, module_name: str) -> list[str]:
                   and v.__module__ == module_name)
 
 
-def _first_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return lines[0] if lines else "(no message)"
+def _raised(error: BaseException, path: Path) -> str:
+    """'Type: first line of the message (FILE line N)', as each of your code's errors is said."""
+    message = first_line(error) if str(error).strip() else "(no message)"
+    return f"{type(error).__name__}: {message}{_where(error, path)}"
 
 
 # Columns and file names of the trainer's own log (train_log.csv, dvclive/): a statistic of
@@ -209,8 +211,8 @@ def build(objective: str, cls: type, arguments: dict[str, Any]) -> Any:
         method = cls(**arguments)
     except Exception as error:  # your constructor's own error
         hint = "; does its __init__ call super().__init__()?" if "_modules" in str(error) else ""
-        raise OwnMethodError(f"{objective}: its constructor raised {type(error).__name__}: "
-                             f"{_first_line(error)}{_where(error, path)}{hint}") from error
+        raise OwnMethodError(f"{objective}: its constructor raised {_raised(error, path)}"
+                             f"{hint}") from error
     if "_modules" not in vars(method):  # an nn.Module never set up: .to() and saving would fail
         raise OwnMethodError(f"{objective}: its __init__ does not call super().__init__()")
     own_loss, checked = method.loss, []
@@ -220,8 +222,8 @@ def build(objective: str, cls: type, arguments: dict[str, Any]) -> Any:
         try:
             result = own_loss(model, batch, ctx)
         except Exception as error:  # your loss's own error
-            raise OwnMethodError(f"{objective}: its loss raised {type(error).__name__}: "
-                                 f"{_first_line(error)}{_where(error, path)}") from error
+            raise OwnMethodError(f"{objective}: its loss raised {_raised(error, path)}"
+                                 ) from error
         if not checked:
             _check_return(objective, result)
             checked.append(True)

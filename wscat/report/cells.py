@@ -37,6 +37,13 @@ def shown(value: float) -> float:
     return round(float(value), 2)
 
 
+def tex_cell(mean: float, std: float | None, bold: bool = False) -> str:
+    """A table's LaTeX cell, ${mean}_{\\pm std}$ (the best result of a row in \\bm); the mean
+    alone where there is no spread to show (std None: one seed)."""
+    body = rf"\bm{{{mean:.2f}}}" if bold else f"{{{mean:.2f}}}"
+    return f"${body}$" if std is None else f"${body}_{{\\pm{std:.2f}}}$"
+
+
 def row_name(metric: str, metrics: Sequence[str]) -> str:
     """A row's name: 'AA (standard)' and 'AA (paper's variant)' once both AutoAttacks are shown."""
     return ROW_NAMES.get(metric, metric) if len(metrics) > 6 else metric

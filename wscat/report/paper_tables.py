@@ -18,7 +18,7 @@ import pandas as pd
 from wscat.data.split import load_split
 from wscat.metrics import ATTACKS, harmonic_mean
 from wscat.report import paper
-from wscat.report.cells import METRICS, PAPER_MEAN, latex_escape, shown
+from wscat.report.cells import METRICS, PAPER_MEAN, latex_escape, shown, tex_cell
 from wscat.report.names import display_name, is_adversarial
 from wscat.report.table import (SPREAD, _environment, collect, read_runs, render_tex, seed_std,
                                 summarise)
@@ -45,9 +45,7 @@ def _fmt(value: Any) -> str:
 
 
 def _cell(mean: float, std: float | None, n_seeds: int, bold: bool = False) -> str:
-    body = rf"\bm{{{shown(mean):.2f}}}" if bold else f"{{{shown(mean):.2f}}}"
-    return (f"${body}_{{\\pm{shown(std):.2f}}}$" if n_seeds > 1 and std is not None
-            else f"${body}$")
+    return tex_cell(shown(mean), shown(std) if n_seeds > 1 and std is not None else None, bold)
 
 
 def paper_means(accuracies: list[dict[str, float]]) -> list[float] | None:

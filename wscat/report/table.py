@@ -14,9 +14,8 @@ import pandas as pd
 from wscat.io import write_json, write_text
 from wscat.metrics import is_percent
 from wscat.report.cells import (EXTRA_METRICS, METRICS, latex_escape, row_name, shown,
-                                shown_cells)
+                                shown_cells, tex_cell)
 
-BOLD = r"\bm"  # the paper's bold for the best adversarial-training result of a row
 TEMPLATES = Path(__file__).with_name("templates")
 _REQUIRED = ("dataset", "model", "method", "seed", "accuracy")
 _LABEL = re.compile(r"[A-Za-z0-9:._\-]+")
@@ -283,8 +282,7 @@ def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: 
     rows, shown_rows = [], shown_cells(summary, methods, adversarial)
     metrics = [metric for metric, _ in shown_rows]
     for metric, cells in shown_rows:
-        row = [f"${BOLD if bold else ''}{{{mean:.2f}}}"
-               + ("$" if std is None else f"_{{\\pm{std:.2f}}}$") for mean, std, bold in cells]
+        row = [tex_cell(mean, std, bold) for mean, std, bold in cells]
         rows.append({"metric": latex_escape(row_name(metric, metrics)), "cells": row,
                      "rule": metric in ("Mean", EXTRA_METRICS[0]) or (
                          metric == "NRF" and "AA-paper" not in metrics)})
