@@ -8,8 +8,10 @@ checkout (a git revision) and this working tree side by side, alternating, in on
 Each timing is a fresh process with this venv's Python and Snakemake on the repository's own
 params.yaml: importing torch and counting a WRN-28-10's parameters on the meta device (what
 `wscat train` does first), `load_params` (what each job does next), `check_splits` (what each
-`snakemake -n` adds), `wscat list-experiments`, and `snakemake -n` of the demo's table. Medians, with the CPU
-named; a quiet machine gives the steadier numbers (the load average is in the output).
+`snakemake -n` adds), `wscat list-experiments`, a small `wscat pseudo-label` job start to exit
+(on a one-epoch digits CNN each checkout trains first), and `snakemake -n` of the demo's table.
+Medians, with the CPU named; a quiet machine gives the steadier numbers (the load average is in
+the output).
 """
 from __future__ import annotations
 
@@ -42,6 +44,11 @@ COMMANDS = {
     "load_params (process)": [sys.executable, "-c", LOAD],
     "check_splits (in process)": [sys.executable, "-c", SPLITS],
     "wscat list-experiments": [sys.executable, "-m", "wscat", "list-experiments"],
+    "wscat pseudo-label (a job: torch, a checkpoint, 1,338 images)": [
+        sys.executable, "-m", "wscat", "pseudo-label", "--params", "tiny.yaml", "--dataset",
+        "digits", "--model", "cnn", "--labeler", "standard", "--seed", "1", "--threads", "1",
+        "--device", "cpu", "--split", "tiny/split.npz", "--checkpoint", "tiny/run/best.pt",
+        "--out", "tiny/pseudo.npz", "--metrics", "tiny/pseudo.json"],
     "snakemake -n (demo table)": [str(BIN / "snakemake"), "-n", "--cores", "2", "--",
                                   "results/tables/digits.tex"],
 }
@@ -63,6 +70,22 @@ def checkout(root: Path, target: Path, revision: str | None) -> Path:
                                  check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target
+
+
+def tiny_job(tree: Path, env: dict[str, str]) -> None:
+    """What the pseudo-label row reads, made once in `tree` by its own code: tiny.yaml (the
+    repository's params, one digits epoch), a split and a Standard CNN."""
+    import yaml
+
+    params = yaml.safe_load((tree / "params.yaml").read_text())
+    params["training"]["digits"]["epochs"] = 1
+    params["training"]["digits"].pop("per_method", None)
+    (tree / "tiny.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    common = ["--params", "tiny.yaml", "--dataset", "digits", "--seed", "1"]
+    for step in (["split", *common, "--out", "tiny/split.npz"],
+                 ["train", *common, "--model", "cnn", "--method", "standard", "--threads", "1",
+                  "--device", "cpu", "--split", "tiny/split.npz", "--out-dir", "tiny/run"]):
+        timed([sys.executable, "-m", "wscat", *step], tree, env)
 
 
 def git(*args: str) -> str:
@@ -96,14 +119,17 @@ def main() -> None:
         trees = {f"{base} (baseline)": checkout(ROOT, Path(tmp) / "base", base),
                  new_name: checkout(ROOT, Path(tmp) / "new", None)}
         cache = Path(tmp) / "xdg-cache"
+        envs = {name: {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(cache),
+                       "DVC_NO_ANALYTICS": "1", "OMP_NUM_THREADS": "1"}
+                for name, tree in trees.items()}
+        for name, tree in trees.items():
+            envs[name].pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode is written: as in a checkout
+            tiny_job(tree, envs[name])
         seconds: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.repeats):
             for label, command in COMMANDS.items():
                 for name, tree in trees.items():  # alternating: drift hits both alike
-                    env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(cache),
-                           "DVC_NO_ANALYTICS": "1"}  # bytecode is written: as in a checkout
-                    env.pop("PYTHONDONTWRITEBYTECODE", None)
-                    wall, last = timed(command, tree, env)
+                    wall, last = timed(command, tree, envs[name])
                     value = float(last) if label.endswith("(in process)") else wall
                     seconds.setdefault((label, name), []).append(value)
     load.append(os.getloadavg()[0])

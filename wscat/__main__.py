@@ -2,9 +2,9 @@
 import sys
 
 try:
-    from wscat.cli import main
+    from wscat.cli import console
 except KeyboardInterrupt:
     print("wscat: error: interrupted while starting; nothing was written", file=sys.stderr)
     sys.exit(130)
 
-sys.exit(main())
+sys.exit(console())

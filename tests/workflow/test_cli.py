@@ -101,6 +101,27 @@ def test_version():
     assert (result.returncode, result.stdout, result.stderr) == (0, f"wscat {__version__}\n", "")
 
 
+def test_the_command_runs_main_then_freezes_the_heap_for_a_quick_exit(monkeypatch):
+    """`wscat` and `python -m wscat` are `console`: main's exit status, then gc.freeze, so the
+    interpreter's exit skips its last collection (benchmarks/startup.py); `main` itself, which
+    tests and Python callers run in their own process, freezes nothing."""
+    import runpy
+    from importlib.metadata import entry_points
+
+    from wscat import cli
+
+    calls = []
+    monkeypatch.setattr(cli, "main", lambda: calls.append("main") or 2)
+    monkeypatch.setattr(cli.gc, "freeze", lambda: calls.append("freeze"))
+    assert cli.console() == 2 and calls == ["main", "freeze"]
+    (script,) = entry_points(group="console_scripts", name="wscat")
+    assert script.value == "wscat.cli:console"
+    calls.clear()
+    with pytest.raises(SystemExit) as done:
+        runpy.run_module("wscat", run_name="__main__")
+    assert done.value.code == 2 and calls == ["main", "freeze"]
+
+
 def test_every_option_of_every_step_has_a_help_text():
     from wscat.cli import build_parser
 
