@@ -95,6 +95,14 @@ def check_numbers(value: Any, where: str = "", source: str = "params.yaml") -> N
                               f"code can represent (at most {limit}); give a smaller value")
 
 
+def _error_order(error: jsonschema.ValidationError) -> tuple[int, bool, str]:
+    """Which schema error to report first: the shallowest, and a method's bad objective before
+    what is missing beside it (which knobs it needs depends on the objective)."""
+    path = list(error.absolute_path)
+    objective = bool(path) and path[-1] == "objective"
+    return len(path) - objective, not objective, str(path)
+
+
 def validate_params(params: dict[str, Any], source: str | Path = "params.yaml") -> dict[str, Any]:
     """Check `params` against the schema and the cross-references; raise ConfigError on the first
     problem, naming `source` (the file they were read from). Returns the params with the runs of
@@ -102,13 +110,15 @@ def validate_params(params: dict[str, Any], source: str | Path = "params.yaml") 
     source = str(source)
     check_numbers(params, source=source)
     schema = _schema()
-    errors = sorted(_validator().iter_errors(params), key=lambda e: (len(e.absolute_path), e.path))
+    errors = sorted(_validator().iter_errors(params), key=_error_order)
     if errors:
         error = errors[0]
         if error.validator == "additionalProperties":
             message = f"unknown key in {source} at {_where(error)}: {error.message}"
         elif error.validator == "propertyNames":
             message = f"unknown name in {source} at {_where(error)}: {error.message}"
+        elif "propertyNames" in error.schema_path:
+            message = f"bad name in {source} at {_where(error)}: {schema_message(error, schema)}"
         else:
             message = (f"bad value in {source} at {_where(error)}: "
                        f"{schema_message(error, schema)}")

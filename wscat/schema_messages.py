@@ -1,5 +1,6 @@
 """A params.yaml schema error as a line that says what to write: a number YAML 1.1 reads as text
-('1e-4'), or a value none of a oneOf/anyOf's branches takes (wscat.config's messages)."""
+('1e-4'), a value none of a oneOf/anyOf's branches takes, or a name its pattern refuses, in
+the words of the pattern's title (wscat.config's messages)."""
 from __future__ import annotations
 
 import re
@@ -58,7 +59,7 @@ def _expected(schema: Any, root: dict[str, Any]) -> str:
     if bounds:
         text += " " + " and ".join(bounds)
     if "pattern" in schema:
-        text += f" matching {schema['pattern']}"
+        return schema.get("title") or f"{text} matching {schema['pattern']}"
     return text
 
 
@@ -118,6 +119,13 @@ def schema_message(error: jsonschema.ValidationError, root: dict[str, Any]) -> s
         if isinstance(description, str) and "\n" not in description.strip() \
                 and len(description) <= 100:
             message += f" ({description.strip()})"
+        return message
+    if error.validator == "pattern" and isinstance(error.schema, dict) \
+            and isinstance(instance, str) and error.schema.get("title"):
+        message = f"{instance!r} is not {error.schema['title']}"
+        fixed = instance.strip().lower()
+        if fixed != instance and re.search(error.validator_value, fixed):
+            message += f": write {fixed}"
         return message
     if error.validator == "unevaluatedProperties":  # a method's key no objective takes
         return error.message.replace("Unevaluated properties", "Additional properties")

@@ -112,7 +112,8 @@ BAD_FILES = {
     (lambda e: e.update(objective="examples/nope.py:Mart"), "examples/nope.py: no such file"),
     (lambda e: e.update(objective="examples/mart.py:Mort"), "defines no class Mort; its methods: "
                                                             "Mart"),
-    (lambda e: e.update(objective="examples/mart"), "FILE.py:Class: your own method"),
+    (lambda e: e.update(objective="examples/mart"),
+     "or FILE.py:Class (your own method's file and class: examples/mart.py:Mart)"),
     (lambda e: e.update(lam="six"), "methods.mart.lam: 'six' is not of type 'number'"),
     *[(lambda e, f=f: e.update(objective=f"{f}:Mart"), needle)
       for f, (_, needle) in BAD_FILES.items() if needle],

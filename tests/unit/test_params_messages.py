@@ -101,3 +101,44 @@ def test_params_given_as_a_mapping_still_say_params_yaml() -> None:
     params["zzz"] = 1
     with pytest.raises(ConfigError, match="unknown key in params.yaml at <top level>"):
         validate_params(params)
+
+
+def _refused(params: dict) -> str:
+    with pytest.raises(ConfigError) as error:
+        validate_params(params)
+    line = str(error.value)
+    assert "\n" not in line and "^" not in line, line  # one line, no regular expression
+    return line
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda p: p["methods"].update(MART=p["methods"].pop("trades")),
+     "bad name in params.yaml at methods: 'MART' is not a method name (a lowercase letter, then "
+     "lowercase letters, digits, '.' or '-'): write mart"),
+    (lambda p: p["datasets"].update({"my digits": p["datasets"].pop("digits")}),
+     "bad name in params.yaml at datasets: 'my digits' is not a name (a lowercase letter"),
+    (lambda p: p["experiments"]["digits"]["methods"].append("Wscat"),
+     "at experiments.digits.methods.5: 'Wscat' is not a method name (a lowercase letter, then "
+     "lowercase letters, digits, '.' or '-'): write wscat"),
+    (lambda p: p["methods"]["trades"].update(objective="trade"),
+     "at methods.trades.objective: 'trade' is not valid: give one of 'standard', 'trades', "
+     "'rlfat', 'wscat', 'mean_teacher', 'puat' or FILE.py:Class (your own method's file and "
+     "class: examples/mart.py:Mart)"),
+])
+def test_a_name_its_pattern_refuses_is_said_in_words(edit, expected: str) -> None:
+    """A name or objective the schema refuses by a pattern: what it must look like, in words
+    (the pattern's title), and the lowercase spelling where that is one."""
+    params = yaml.safe_load(REAL)
+    edit(params)
+    assert expected in _refused(params)
+
+
+def test_a_bad_objective_is_named_before_the_knobs_it_would_need() -> None:
+    """A new method whose objective is neither built in nor FILE.py:Class: the objective is what
+    to fix (not the `data` and `selection` that every method needs beside it)."""
+    params = yaml.safe_load(REAL)
+    params["methods"]["mart"] = {"objective": "examples/mart.py"}
+    line = _refused(params)
+    assert "at methods.mart.objective: 'examples/mart.py' is not valid" in line, line
+    params["methods"]["mart"] = {"objective": "examples/mart.py:Mart"}
+    assert "at methods.mart: 'data' is a required property" in _refused(params)
