@@ -1,4 +1,7 @@
 """The shared trainer: label hygiene, exact resume after a kill, determinism, forward-pass budget."""
+import contextlib
+import io
+
 import numpy as np
 import pytest
 import torch
@@ -187,3 +190,34 @@ def test_the_trainer_compiles_in_the_mode_params_give(tmp_path, setting, monkeyp
         validate_params(params)
     params["training"]["digits"]["per_method"]["standard"]["compile"] = True
     validate_params(params)
+
+
+def test_a_jobs_log_says_how_far_the_run_is_and_about_how_long_it_has_left(tmp_path, setting,
+                                                                          capsys):
+    """Each epoch's log line (stderr not a terminal: a job's log) ends in `| E/N epochs` and,
+    before the last, the time left at this process's pace."""
+    params, source, split = setting
+    params = tiny_params(epochs=3)
+    train(_run(params, "standard"), training_data(source, split, "labelled", None), tmp_path)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("epoch=")]
+    assert [line.split(" | ")[1] for line in lines] == [
+        "1/3 epochs, under a minute left", "2/3 epochs, under a minute left", "3/3 epochs"]
+
+
+@pytest.mark.parametrize("seconds, said", [(29, "under a minute left"), (31, "about 1 min left"),
+                                           (59 * 60, "about 59 min left"),
+                                           (3600 + 5 * 60, "about 1 h 05 min left")])
+def test_the_time_left_is_said_in_minutes_and_hours(seconds: float, said: str) -> None:
+    assert trainer_module._left(seconds) == said
+
+
+def test_the_time_left_leaves_out_the_first_epoch_once_there_are_others() -> None:
+    """The first epoch of a compiled or graphed run holds its compilation: 60 s, then 10 s an
+    epoch, with 6 of 10 epochs to go, is one minute left, not three."""
+    class Bar:
+        disable = True
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        trainer_module._show(Bar(), {"epoch": 4, "loss": 1.0}, 10, [60.0, 10.0, 10.0, 10.0])
+    assert err.getvalue() == "epoch=4 loss=1.0 | 4/10 epochs, about 1 min left\n"

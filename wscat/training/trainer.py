@@ -299,11 +299,28 @@ def _select_and_save(training: _Training, row: dict[str, Any], run: RunConfig,
         "history": training.history, "meta": training.meta})
 
 
-def _show(bar: Any, row: dict[str, Any]) -> None:
-    """An epoch's row on the progress bar, or as a log line when stderr is not a terminal."""
+def _left(seconds: float) -> str:
+    """A time left as a person reads it: 'under a minute left', 'about 7 min left', 'about
+    2 h 05 min left'."""
+    minutes = round(seconds / 60)
+    if minutes < 1:
+        return "under a minute left"
+    return "about " + (f"{minutes} min" if minutes < 60
+                       else f"{minutes // 60} h {minutes % 60:02d} min") + " left"
+
+
+def _show(bar: Any, row: dict[str, Any], total: int, times: list[float]) -> None:
+    """An epoch's row on the progress bar, or as a log line when stderr is not a terminal (a job's
+    log): the row, then how far the run is and about how long it has left, from this process's
+    epochs (the first left out once there are others: it holds compilation or graph capture)."""
     message = " ".join(f"{k}={v}" for k, v in row.items())
     if bar.disable:
-        print(message, file=sys.stderr, flush=True)
+        recent = times[1:] or times
+        left = (total - row["epoch"]) * sum(recent) / len(recent)
+        progress = f"{row['epoch']}/{total} epochs"
+        if row["epoch"] < total:
+            progress += f", {_left(left)}"
+        print(f"{message} | {progress}", file=sys.stderr, flush=True)
     else:
         bar.set_postfix_str(message[:120])
 
@@ -340,13 +357,15 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
                                mode=cfg.get("compile_mode", "default"))
     bar = tqdm(range(training.epoch, cfg["epochs"]), desc=f"{run.method} seed {run.seed}",
                initial=training.epoch, total=cfg["epochs"], disable=not sys.stderr.isatty())
+    times: list[float] = []  # this process's epochs, for the time left
     try:
         for epoch in bar:
             started = time.perf_counter()
             row = _one_epoch(training, step_model, pool, run, epoch)
             _select_and_save(training, row, run, data, resume_dir=resume_dir, curves=curves,
                              started=started)
-            _show(bar, row)
+            times.append(time.perf_counter() - started)
+            _show(bar, row, cfg["epochs"], times)
     except BaseException:
         if not training.history:  # stopped before its first epoch was logged: no curve to keep
             shutil.rmtree(out_dir / "dvclive", ignore_errors=True)
