@@ -107,13 +107,22 @@ def test_counts_read_from_the_log_match_our_recount():
     assert 0 < result.accuracy < 100.0
 
 
-def test_shards_resume_after_a_kill_and_give_the_uninterrupted_result(tmp_path, monkeypatch):
+def shard_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("AutoAttack ")]
+
+
+def test_shards_resume_after_a_kill_and_give_the_uninterrupted_result(tmp_path, monkeypatch,
+                                                                      capsys):
     model = _model()
     x, y = _data(model)
     # eps 0.1 breaks every point with APGD-CE, so each shard is quick.
     kwargs = dict(variant="paper", eps=0.1, seed=0, batch_size=8, shard_size=4)
+    capsys.readouterr()
     uninterrupted = autoattack_accuracy(model, x, y, **kwargs)
     assert uninterrupted.n_shards == 3
+    assert shard_lines(capsys.readouterr().err) == [  # the log: how far, how long is left
+        "AutoAttack paper: shard 1/3 done, under a minute left",
+        "AutoAttack paper: shard 2/3 done, under a minute left", "AutoAttack paper: shard 3/3 done"]
 
     real, calls = autoattack.run_shard, []
 
@@ -130,9 +139,13 @@ def test_shards_resume_after_a_kill_and_give_the_uninterrupted_result(tmp_path, 
                                                           "aa-paper-00001.json"]
     calls.clear()
     monkeypatch.setattr(shards.autoattack, "run_shard", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    capsys.readouterr()
     resumed = autoattack_accuracy(model, x, y, shard_dir=tmp_path, **kwargs)
     assert len(calls) == 1  # only the third shard ran again
     assert resumed == uninterrupted
+    assert shard_lines(capsys.readouterr().err) == [
+        "AutoAttack paper: shard 1/3 resumed from disk",
+        "AutoAttack paper: shard 2/3 resumed from disk", "AutoAttack paper: shard 3/3 done"]
 
     # A shard made with other settings (here another seed) is not reused.
     calls.clear()

@@ -15,6 +15,7 @@ from wscat.methods import Batch, StepContext, build_method
 from wscat.models import build_model
 from wscat.training import train
 from wscat.training import trainer as trainer_module
+from wscat.progress import progress, time_left
 from wscat.training.ema import make_ema, update_ema
 
 
@@ -208,10 +209,10 @@ def test_a_jobs_log_says_how_far_the_run_is_and_about_how_long_it_has_left(tmp_p
                                            (59 * 60, "about 59 min left"),
                                            (3600 + 5 * 60, "about 1 h 05 min left")])
 def test_the_time_left_is_said_in_minutes_and_hours(seconds: float, said: str) -> None:
-    assert trainer_module._left(seconds) == said
+    assert time_left(seconds) == said
 
 
-def test_the_time_left_leaves_out_the_first_epoch_once_there_are_others() -> None:
+def test_the_time_left_leaves_out_the_first_part_once_there_are_others() -> None:
     """The first epoch of a compiled or graphed run holds its compilation: 60 s, then 10 s an
     epoch, with 6 of 10 epochs to go, is one minute left, not three."""
     class Bar:
@@ -221,3 +222,6 @@ def test_the_time_left_leaves_out_the_first_epoch_once_there_are_others() -> Non
     with contextlib.redirect_stderr(err):
         trainer_module._show(Bar(), {"epoch": 4, "loss": 1.0}, 10, [60.0, 10.0, 10.0, 10.0])
     assert err.getvalue() == "epoch=4 loss=1.0 | 4/10 epochs, about 1 min left\n"
+    assert progress(1, 10, "shards", [60.0]) == "1/10 shards, about 9 min left"
+    assert progress(10, 10, "shards", [60.0]) == "10/10 shards"
+    assert progress(3, 10, "shards", []) == "3/10 shards"  # all resumed: no pace yet

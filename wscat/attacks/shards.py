@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from torch import nn
 from wscat.attacks import autoattack
 from wscat.attacks.autoattack import ShardResult, Variant
 from wscat.io import write_json
+from wscat.progress import left_at_pace
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ def _autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, 
     model_digest = _digest(*model.state_dict().values())
     results: list[ShardResult] = []
     starts = range(0, len(x), shard_size)
+    times: list[float] = []  # the shards this process attacked, for the time left
     for number, start in enumerate(starts):
         part = slice(start, min(start + shard_size, len(x)))
         key = _shard_key(model_digest, x[part], y[part], variant=variant, config=config, eps=eps,
@@ -116,13 +119,16 @@ def _autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, 
         path = None if shard_dir is None else shard_dir / f"aa-{variant}-{number:05d}.json"
         result = _load(path, key) if path is not None else None
         if result is None:
+            started = time.perf_counter()
             result = autoattack.run_shard(adversary, logits, x[part], y[part], eps=eps,
                                           batch_size=batch_size)
             if path is not None:
                 write_json(path, {"key": key, **result.__dict__})
+            times.append(time.perf_counter() - started)
             status = "done"
         else:
             status = "resumed from disk"
-        print(f"AutoAttack {variant}: shard {number + 1}/{len(starts)} {status}", file=sys.stderr)
+        print(f"AutoAttack {variant}: shard {number + 1}/{len(starts)} {status}"
+              f"{left_at_pace(number + 1, len(starts), times)}", file=sys.stderr, flush=True)
         results.append(result)
     return _combine(results, config, len(x))

@@ -33,6 +33,7 @@ from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.run_folder import check_run_folder
 from wscat.training.schedule import make_scheduler
 from wscat.optim import SGD
+from wscat.progress import progress
 from wscat.training.speed import (Precision, autocast, begin_graph_step, configure_backend,
                                   prepare_model, uses_cuda_graphs)
 
@@ -299,28 +300,13 @@ def _select_and_save(training: _Training, row: dict[str, Any], run: RunConfig,
         "history": training.history, "meta": training.meta})
 
 
-def _left(seconds: float) -> str:
-    """A time left as a person reads it: 'under a minute left', 'about 7 min left', 'about
-    2 h 05 min left'."""
-    minutes = round(seconds / 60)
-    if minutes < 1:
-        return "under a minute left"
-    return "about " + (f"{minutes} min" if minutes < 60
-                       else f"{minutes // 60} h {minutes % 60:02d} min") + " left"
-
-
 def _show(bar: Any, row: dict[str, Any], total: int, times: list[float]) -> None:
     """An epoch's row on the progress bar, or as a log line when stderr is not a terminal (a job's
-    log): the row, then how far the run is and about how long it has left, from this process's
-    epochs (the first left out once there are others: it holds compilation or graph capture)."""
+    log): the row, then how far the run is and about how long it has left (wscat.progress)."""
     message = " ".join(f"{k}={v}" for k, v in row.items())
     if bar.disable:
-        recent = times[1:] or times
-        left = (total - row["epoch"]) * sum(recent) / len(recent)
-        progress = f"{row['epoch']}/{total} epochs"
-        if row["epoch"] < total:
-            progress += f", {_left(left)}"
-        print(f"{message} | {progress}", file=sys.stderr, flush=True)
+        print(f"{message} | {progress(row['epoch'], total, 'epochs', times)}", file=sys.stderr,
+              flush=True)
     else:
         bar.set_postfix_str(message[:120])
 
