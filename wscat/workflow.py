@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from wscat import own_method, paths
@@ -94,13 +95,17 @@ def archives(params: dict[str, Any], dataset: str) -> list[str]:
 
 
 def fetch_groups(params: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
-    """One fetch job per distinct set of archives: (rule name, dataset, archives)."""
+    """One fetch rule per distinct set of archives: (rule name, dataset, the archives missing
+    now). An archive on disk is no rule's output, so `snakemake -F` or `--forcerun` never deletes
+    it (Snakemake removes a forced job's outputs first): your own .npz, a hand-placed ImageNet32
+    batch or a CIFAR archive on a node without network stay where they are."""
     groups, seen = [], set()
     for dataset in params["datasets"]:
         files = tuple(archives(params, dataset))
-        if files and files not in seen:
+        missing = [path for path in files if not Path(path).exists()]
+        if missing and files not in seen:
             seen.add(files)
-            groups.append((f"fetch_{dataset.replace('-', '_')}", dataset, list(files)))
+            groups.append((f"fetch_{dataset.replace('-', '_')}", dataset, missing))
     return groups
 
 

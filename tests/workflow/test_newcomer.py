@@ -281,8 +281,13 @@ def test_your_own_npz_to_a_table_as_documented(tmp_path: Path, env: dict[str, st
     write_params(workdir / "params.yaml", params)
     dry = ok(snakemake("-n", "--", "results/tables/mydata.tex"), workdir, env)
     assert job_counts(dry.stdout)["train"] == 2
+    assert "fetch_mydata" not in dry.stdout + dry.stderr  # your file is no job's output
     ok(snakemake("--", "results/tables/mydata.tex"), workdir, env)
     with open(workdir / "results/tables/mydata.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert {row["method"] for row in rows} == {"Standard", "TRADES"}
     assert all(re.fullmatch(r"\d+\.\d\d", row["mean"]) for row in rows), rows
+    # "Rebuild from scratch" rebuilds what the workflow made, never deletes your images.
+    images = (workdir / "path/to/mydata.npz").read_bytes()
+    ok(snakemake("-F", "--", "results/splits/mydata/seed1.npz"), workdir, env)
+    assert (workdir / "path/to/mydata.npz").read_bytes() == images
