@@ -598,12 +598,27 @@ def test_a_diverging_step_stops_the_run_and_keeps_the_last_good_epoch(split_work
 
 @pytest.mark.slow
 def test_divergence_in_the_first_epoch_writes_no_checkpoint(split_work, capsys, monkeypatch):
+    _poison(monkeypatch, "loss", epoch=1, step=2)
+    assert cli.main(TRAIN) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "epoch 1, step 2 of" in line and "no checkpoint was written" in line
+    assert not list((split_work / "run").rglob("*.pt"))
+    assert not (split_work / "run" / "dvclive").exists()  # no empty curves left behind
+    assert not (split_work / "run").exists()  # nor the empty run folder it made
+
+
+@pytest.mark.slow
+def test_a_loss_not_finite_at_the_first_step_does_not_blame_the_learning_rate(
+        split_work, capsys, monkeypatch):
+    """Before any update the step size cannot be the cause: the line says so, and what to check
+    (the loss on the initial weights), instead of "lower training.digits.lr"."""
     _poison(monkeypatch, "loss", epoch=1, step=1)
     assert cli.main(TRAIN) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "epoch 1, step 1 of" in line and "no checkpoint was written" in line
-    assert not list((split_work / "run").rglob("*.pt"))
-    assert not (split_work / "run" / "dvclive").exists()  # no empty curves left behind
+    assert "failed at its first step, before any update: its loss was NaN or infinite on the " \
+           "initial weights, so the learning rate is not the cause" in line, line
+    assert "check methods.standard's knobs and the data" in line and "lower" not in line
+    assert not (split_work / "run").exists()
 
 
 # --- Snakemake: a target no rule makes -------------------------------------------------------
@@ -678,3 +693,18 @@ def test_the_finiteness_flags_need_no_host_synchronisation(monkeypatch):
     next(model.parameters()).grad[0, 0] = float("nan")
     assert step_is_finite(loss.detach(), optimizer).tolist() == [True, False]
     assert step_is_finite(loss.detach() * float("inf"), optimizer).tolist() == [False, False]
+
+
+def test_your_own_methods_loss_not_finite_at_the_first_step_names_its_loss() -> None:
+    from types import SimpleNamespace
+
+    from wscat.training import trainer
+
+    run = SimpleNamespace(method="mart", seed=1, dataset="digits", training={"lr": 0.1},
+                          method_params={"objective": "examples/mart.py:Mart"})
+    flags = torch.tensor([[False, True], [True, True]])
+    with pytest.raises(trainer.TrainingDiverged, match=r"check your method's loss "
+                       r"\(examples/mart\.py:Mart\) on one batch$"):
+        trainer._check_finite(flags, run, epoch=0)
+    with pytest.raises(trainer.TrainingDiverged, match=r"lower training\.digits\.lr \(now 0\.1\)"):
+        trainer._check_finite(flags, run, epoch=1)  # later: updates were made

@@ -33,6 +33,7 @@ from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.run_folder import check_run_folder
 from wscat.training.schedule import make_scheduler
 from wscat.optim import SGD
+from wscat.own_method import is_own
 from wscat.progress import progress
 from wscat.training.speed import (Precision, autocast, begin_graph_step, configure_backend,
                                   prepare_model, uses_cuda_graphs)
@@ -114,11 +115,20 @@ def _check_finite(flags: torch.Tensor, run: RunConfig, epoch: int) -> None:
     if bool(flags.all()):  # the epoch's one synchronisation, beside the mean losses'
         return
     step, which = (int(i) for i in (~flags).nonzero()[0])
+    what = "loss" if which == 0 else "gradients"
+    if epoch == 0 and step == 0:  # no update yet: the step size cannot be the cause
+        objective = run.method_params["objective"]
+        check = (f"your method's loss ({objective}) on one batch" if is_own(objective)
+                 else f"methods.{run.method}'s knobs and the data")
+        raise TrainingDiverged(
+            f"training {run.method} seed {run.seed} failed at its first step, before any "
+            f"update: its {what} was NaN or infinite on the initial weights, so the learning "
+            f"rate is not the cause; no checkpoint was written; check {check}")
     kept = (f"resume/last.pt (epoch {epoch}) is kept" if epoch else
             "no checkpoint was written")
     raise TrainingDiverged(
         f"training {run.method} seed {run.seed} diverged at epoch {epoch + 1}, step {step + 1} "
-        f"of {len(flags)}: its {'loss' if which == 0 else 'gradients'} became NaN or infinite; "
+        f"of {len(flags)}: its {what} became NaN or infinite; "
         f"{kept}; lower training.{run.dataset}.lr (now {run.training['lr']}) and rerun")
 
 
@@ -331,6 +341,7 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     summary (best epoch and score).
     """
     out_dir, device = Path(out_dir), torch.device(device)
+    made_here = not out_dir.exists()  # removed again if the run stops before its first epoch
     check_run_folder(out_dir, dataset=run.dataset, model=run.model, method=run.method,
                      seed=run.seed)
     resume_dir, cfg = out_dir / "resume", run.training
@@ -355,6 +366,8 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     except BaseException:
         if not training.history:  # stopped before its first epoch was logged: no curve to keep
             shutil.rmtree(out_dir / "dvclive", ignore_errors=True)
+            if made_here and not any(out_dir.iterdir()):
+                out_dir.rmdir()  # nothing of the run: no empty folder left behind
         raise
     _finish(out_dir, resume_dir, training.history)
     return {"best_epoch": training.best["epoch"], "best_score": training.best["score"],
