@@ -174,8 +174,16 @@ def check_trained_by(path: str | Path, meta: dict[str, Any], expected: str) -> N
     made = meta.get("training_fingerprint")
     if made is not None and made != expected:
         raise ValueError(f"{path} was trained with other params than these (training {made}, "
-                         f"the params give {expected}); retrain it: snakemake --forcerun {path} "
-                         "-- <your target>")
+                         f"the params give {expected}); {retrain_hint(path)}")
+
+
+def retrain_hint(path: str | Path) -> str:
+    """How to remake a checkpoint that other params made: through Snakemake for one of its own
+    (results/models/...), otherwise with `wscat train` or the params it was trained with."""
+    if Path(path).as_posix().startswith("results/models/"):
+        return f"retrain it: snakemake --forcerun {path} -- <your target>"
+    return ("pass the --params it was trained with, or retrain it with these (`wscat train`, "
+            "the same --params)")
 
 
 def load_weights(module: torch.nn.Module, weights: Any, path: str | Path) -> None:

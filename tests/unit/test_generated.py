@@ -53,14 +53,14 @@ def test_unlabelled_generated_images_take_the_labelers_predictions(digits):
     # The labeler's checkpoint must be the labeler's run: here Standard, not the default mt.
     with pytest.raises(ValueError, match="holds standard seed 1 on digits, not mt seed 1"):
         train_step.with_generated(data, _run(params, tmp / "gen-unlabelled.npz"), source,
-                                  tmp / "standard/best.pt", torch.device("cpu"))
+                                  tmp / "standard/best.pt", torch.device("cpu"), params)
     params = {**params, "methods": {**params["methods"], "dmat": {
         **params["methods"]["dmat"], "generated_labeler": "standard"}}}
     run = _run(params, tmp / "gen-unlabelled.npz")
     with pytest.raises(ValueError, match="generated_labeler"):
-        train_step.with_generated(data, run, source, None, torch.device("cpu"))
+        train_step.with_generated(data, run, source, None, torch.device("cpu"), params)
     mixed = train_step.with_generated(data, run, source, tmp / "standard/best.pt",
-                                      torch.device("cpu"))
+                                      torch.device("cpu"), params)
     model, _ = load_model(tmp / "standard/best.pt", torch.device("cpu"))
     with torch.no_grad():
         expected = model(mixed.unlabelled_x)[1].argmax(1)

