@@ -138,3 +138,21 @@ def test_train_refuses_a_labeler_checkpoint_it_would_not_read(work, capsys, comm
                           "drop --labeler-checkpoint", work, capsys)
     assert "generated" in line, line
     assert not (work / "out").exists()
+
+
+def test_table_of_an_experiment_without_one_says_which_tables_its_runs_fill(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`table: false` (digits-table2): not "no metrics file for method(s) ...", but that it has
+    no table and which paper tables to build instead; nothing written."""
+    from tests.helpers.tiny import ROOT
+
+    capsys.readouterr()
+    code = cli.main(["table", "--params", str(ROOT / "params.yaml"), "--experiment",
+                     "digits-table2", "--tex", str(tmp_path / "t.tex"), "--csv",
+                     str(tmp_path / "t.csv"), "--summary", str(tmp_path / "t.json"),
+                     str(tmp_path / "m.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert ("experiment 'digits-table2' has no table of its own (`table: false`): its runs fill "
+            "the paper tier's tables (results/paper/digits/Tab-RQ1-digits.tex): build those") in err
+    assert not list(tmp_path.iterdir())

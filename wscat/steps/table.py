@@ -10,6 +10,7 @@ from wscat.config import ConfigError, method_for
 from wscat.io import guard_outputs
 from wscat.report.names import display_name, is_adversarial
 from wscat.report import paired, write_table
+from wscat.targets import has_table, paper_tables
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -24,6 +25,12 @@ def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Pa
         raise ConfigError(f"unknown experiment '{experiment}'; configured: "
                           f"{', '.join(params['experiments'])}")
     spec = params["experiments"][experiment]
+    if not has_table(params, experiment):
+        tiers = paper_tables(params, experiment)
+        raise ConfigError(f"experiment '{experiment}' has no table of its own (`table: false`): "
+                          "its runs fill "
+                          + (f"the paper tier's tables ({', '.join(tiers)}): build those"
+                             if tiers else "no table; set `table: true` to give it one"))
     if (paired_csv or paired_tex) and paired.REFERENCE not in spec["methods"]:
         # The pipeline asks every table for them, so they are written, with no row; said here.
         print(f"no paired comparison: experiment '{experiment}' has no "
