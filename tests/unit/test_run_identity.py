@@ -226,3 +226,23 @@ def test_sigterm_ends_a_training_as_ctrl_c_does(work, tmp_path):
     assert "Traceback" not in err
     left = [p.name for p in tmp_path.rglob("*") if "lock" in p.name or p.name.endswith(".tmp")]
     assert left == [], left
+
+
+def test_training_a_finished_run_again_says_so_before_it_starts(work, capsys, tmp_path):
+    """Not silent: the run's folder holds it finished, so the line says it starts again and what
+    it will replace (Snakemake removes a job's outputs first, so only a hand-run sees it)."""
+    import shutil
+
+    shutil.copytree(work / "run_s1", tmp_path / "run")
+    capsys.readouterr()
+    assert _main("train", "--params", work / "params.yaml", "--dataset", "digits", "--model",
+                 "cnn", "--method", "standard", "--seed", 1, "--split", work / "s1.npz",
+                 "--out-dir", tmp_path / "run", "--device", "cpu") == 0
+    err = capsys.readouterr().err
+    assert (f"{tmp_path / 'run'} holds this run, finished: it trains again from the start; "
+            "best.pt, last.pt and train_log.csv there are replaced when it ends") in err, err
+    capsys.readouterr()
+    assert _main("train", "--params", work / "params.yaml", "--dataset", "digits", "--model",
+                 "cnn", "--method", "standard", "--seed", 2, "--split", work / "s2.npz",
+                 "--out-dir", tmp_path / "new", "--device", "cpu") == 0
+    assert "holds this run" not in capsys.readouterr().err  # a new folder: nothing to say
