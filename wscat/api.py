@@ -15,28 +15,38 @@ the files they exchange kept in one folder:
 
 A method that trains on pseudo-labels (WSCAT, RST) first trains its labeler in the same folder,
 as the workflow does. Every knob comes from the params (a params.yaml path or its loaded dict).
+Bad input is one ValueError line saying what to pass, raised before anything is written.
 docs/api.md has the complete example (a test runs it) and typical times.
 """
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from wscat import inference
+from wscat.api_checks import (InputNotFound, as_path, check_model_argument, check_names,
+                              check_output, check_run_of, check_training, checked_seed, guard,
+                              images_for, input_file, short)
 from wscat.config import ConfigError, load_params as _load_params, method_for, validate_params
 from wscat.data import ImageDataset, load_dataset as _load_dataset, load_split
+from wscat.data.split import check_split_fits
 from wscat.device import named, pick_device
-from wscat.export import export_model, load_exported
+from wscat.export import export_model as _export_model, load_exported as _load_exported
+from wscat.io import check_writable
+from wscat.models import LogitsOnly
 from wscat.steps import evaluate, pseudo, split as split_step, train
 
-__all__ = ["EvaluationResult", "TestSet", "TrainResult", "build_model", "evaluate_checkpoint",
-           "export_model", "load_dataset", "load_exported", "load_model", "load_params",
-           "predict", "test_set", "train_method"]
+__all__ = ["EvaluationResult", "InputNotFound", "TestSet", "TrainResult", "build_model",
+           "evaluate_checkpoint", "export_model", "load_dataset", "load_exported", "load_model",
+           "load_params", "predict", "test_set", "train_method"]
 
 ParamsLike = Mapping[str, Any] | str | Path
 DeviceLike = str | torch.device | None
@@ -80,7 +90,10 @@ class TestSet:
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     """Read and validate a params file (relative paths are from the current folder)."""
-    path = Path(path)
+    path = as_path(path, "path", "the path of a wscat params.yaml")
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a params file; give the path of the "
+                          "params.yaml in it")
     if not path.is_file():
         hint = (f", e.g. api.load_params({str(_REPO_PARAMS)!r})" if _REPO_PARAMS.is_file()
                 and path.resolve() != _REPO_PARAMS else "")
@@ -90,17 +103,21 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
 
 
 def _params(params: ParamsLike) -> dict[str, Any]:
-    if isinstance(params, (str, Path)):
+    if isinstance(params, (str, os.PathLike)):
         return load_params(params)
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"params= takes the path of a params.yaml or its loaded dict, not "
+                          f"{short(params)}; e.g. params=api.load_params('params.yaml')")
     return validate_params(dict(params))
+
+
 
 
 def load_dataset(name: str = "digits", *, params: ParamsLike = "params.yaml") -> ImageDataset:
     """All images of dataset `name` (`images`: N x C x H x W, uint8 or float in [0,1]; `labels`;
     `num_classes`; `train_size`: where the official test images start, or None)."""
     params = _params(params)
-    if name not in params["datasets"]:
-        raise ConfigError(f"unknown dataset '{name}'; configured: {', '.join(params['datasets'])}")
+    check_names(params, dataset=name)
     return _load_dataset(name, params["datasets"][name])
 
 
@@ -108,8 +125,10 @@ def test_set(split: str | Path, *, params: ParamsLike = "params.yaml") -> TestSe
     """The test images and labels of a split file (TrainResult.split, `wscat split`'s output).
     evaluate_checkpoint attacks the first `evaluation.n_examples` of them in a class-stratified
     order."""
+    split = input_file(split, "split")
     found = load_split(split)
     source = load_dataset(found.dataset, params=params)
+    check_split_fits(found, len(source.labels), split)
     indices = torch.as_tensor(found.test)
     images, labels = source.take(indices, torch.device("cpu"))
     return TestSet(images=images, labels=labels, indices=indices)
@@ -118,10 +137,18 @@ def test_set(split: str | Path, *, params: ParamsLike = "params.yaml") -> TestSe
 test_set.__test__ = False  # type: ignore[attr-defined]  # not a pytest test either
 
 
-def predict(model: nn.Module, images: torch.Tensor, device: DeviceLike = None) -> torch.Tensor:
-    """Predicted classes (argmax) of an eval-mode model on images in [0,1] (or uint8), on the
-    model's device unless `device` is given; a wscat model and an exported (logits-only) one."""
-    return inference.predict(model, images, None if device is None else pick_device(device))
+def predict(model: nn.Module, images: torch.Tensor | np.ndarray, device: DeviceLike = None
+            ) -> torch.Tensor:
+    """Predicted classes (argmax, on the CPU) of an eval-mode model on N x C x H x W images:
+    a tensor or a numpy array, uint8 (0..255) or floats in [0, 1]; on the model's device unless
+    `device` is given; a wscat model and an exported (logits-only) one. Another layout
+    (channel-last), float pixels outside [0, 1] or a list are refused, saying what to pass."""
+    check_model_argument(model)
+    images = images_for(model, images)
+    device = None if device is None else pick_device(device)
+    if not len(images):
+        return torch.empty(0, dtype=torch.long)
+    return inference.predict(model, images, device)
 
 
 def build_model(name: str, *, dataset: str = "digits", params: ParamsLike = "params.yaml"
@@ -129,8 +156,7 @@ def build_model(name: str, *, dataset: str = "digits", params: ParamsLike = "par
     """An untrained model `models.<name>` for `dataset` (its channels, classes and the
     normalisation the model applies inside). It maps [0,1] images to (features, logits)."""
     params = _params(params)
-    if name not in params["models"]:
-        raise ValueError(f"unknown model '{name}'; configured: {', '.join(params['models'])}")
+    check_names(params, dataset=dataset, model=name)
     from wscat.models import build_model as build
 
     source = _load_dataset(dataset, params["datasets"][dataset])
@@ -155,25 +181,36 @@ def train_method(method: str, *, out_dir: str | Path, dataset: str = "digits", m
     trains its labeler into out_dir/<labeler>/ first and labels the unlabelled part with it;
     DMAT's unlabelled generated images are labelled the same way. `device` "auto": CUDA where
     there is one; a paper-size model (10M+ parameters) trains on a CPU only with device="cpu".
+    Every argument (`seed`: an int in 0..2^32-1) is checked before anything is written.
     """
-    params, out_dir, device_named = _params(params), Path(out_dir), named(device)
-    device = pick_device(device)
+    params = _params(params)
+    check_names(params, dataset=dataset, model=model, method=method)
+    seed = checked_seed(seed)
+    out_dir = as_path(out_dir, "out_dir", "a folder for the runs' files (made if missing)")
+    device_named, device = named(device), pick_device(device)
+    check_training(params, method, dataset=dataset, model=model, seed=seed, out_dir=out_dir,
+                    device=device, device_named=device_named)
+    return _train(params, method, dataset=dataset, model=model, seed=seed, out_dir=out_dir,
+                  device=device, device_named=device_named)
+
+
+def _train(params: dict[str, Any], method: str, *, dataset: str, model: str, seed: int,
+           out_dir: Path, device: torch.device, device_named: bool) -> TrainResult:
+    """train_method once its arguments are checked: the labelers' runs, then the method's."""
+    same = {"dataset": dataset, "model": model, "seed": seed, "out_dir": out_dir,
+            "device": device, "device_named": device_named}
     split = _split(params, dataset, seed, out_dir)
     knobs = method_for(params, method, dataset)
     pseudo_labels, labeler_checkpoint = None, None
     if knobs["data"] == "pseudo":
-        labeler = train_method(knobs["labeler"], out_dir=out_dir, dataset=dataset, model=model,
-                               seed=seed, params=params,
-                               device=device if device_named else "auto")
+        labeler = _train(params, knobs["labeler"], **same)
         pseudo_labels = out_dir / f"pseudo-{knobs['labeler']}-seed{seed}.npz"
         pseudo.run(params, dataset=dataset, seed=seed, split_path=split,
                    checkpoint=labeler.checkpoint, out=pseudo_labels,
                    metrics=pseudo_labels.with_suffix(".json"), labeler=knobs["labeler"],
                    device=device, model=model)
     if knobs.get("generated") and knobs.get("generated_labeler"):
-        labeler_checkpoint = train_method(knobs["generated_labeler"], out_dir=out_dir,
-                                          dataset=dataset, model=model, seed=seed, params=params,
-                                          device=device if device_named else "auto").checkpoint
+        labeler_checkpoint = _train(params, knobs["generated_labeler"], **same).checkpoint
     run_dir = out_dir / method
     summary = train.run(params, dataset=dataset, model=model, method=method, seed=seed,
                         split_path=split, pseudo_path=pseudo_labels, out_dir=run_dir,
@@ -188,7 +225,7 @@ def load_model(checkpoint: str | Path, device: DeviceLike = "cpu"
                ) -> tuple[nn.Module, dict[str, Any]]:
     """A checkpoint's EMA model in eval mode, (features, logits) of [0,1] images, and its
     metadata (dataset, method, seed, ...)."""
-    return inference.load_model(Path(checkpoint), pick_device(device))
+    return inference.load_model(input_file(checkpoint, "checkpoint"), pick_device(device))
 
 
 PARTS = {"core": "metrics.json", "all": "metrics.json", "extra": "metrics-extra.json"}
@@ -206,19 +243,64 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
     one file). The dataset, model, method and seed come from the checkpoint. Without `split`,
     the test set is that of the checkpoint's seed, made again (splits are deterministic). The
     metrics JSON goes to `out` (default: beside the checkpoint, metrics.json; the extras:
-    metrics-extra.json).
+    metrics-extra.json). Every argument is checked before anything is written; a split this
+    call made is removed again if the evaluation refuses.
     """
-    if part not in PARTS:
-        raise ValueError(f"unknown part '{part}'; choose one of {', '.join(PARTS)}")
-    params, checkpoint, device = _params(params), Path(checkpoint), pick_device(device)
+    if not isinstance(part, str) or part not in PARTS:
+        raise ValueError(f"unknown part {short(part)}; choose one of {', '.join(PARTS)}")
+    if core is not None and part != "extra":  # not read: say so rather than ignore it
+        raise ValueError(f"core= is read by part='extra' only, not part='{part}'; drop it")
+    params, checkpoint = _params(params), input_file(checkpoint, "checkpoint")
+    split = None if split is None else input_file(split, "split")
+    device = pick_device(device)
     _, meta = inference.load_model(checkpoint, torch.device("cpu"))
-    if split is None:
-        split = _split(params, meta["dataset"], meta["seed"], checkpoint.parent)
-    out = Path(out) if out is not None else checkpoint.parent / PARTS[part]
+    check_run_of(checkpoint, meta, params)
     if part == "extra":
-        core = Path(core) if core is not None else checkpoint.parent / PARTS["core"]
-    result = evaluate.run(params, dataset=meta["dataset"], model=meta["model"],
-                          method=meta["method"], seed=meta["seed"], split_path=Path(split),
-                          checkpoint=checkpoint, out=out, device=device, part=part,
-                          core_path=None if core is None else Path(core))
+        core = input_file(checkpoint.parent / PARTS["core"] if core is None else core, "core")
+    out = (checkpoint.parent / PARTS[part] if out is None
+           else as_path(out, "out", "the path of the metrics JSON to write"))
+    check_output(out, "metrics", "out", "evaluate_checkpoint")
+    guard({"checkpoint=": checkpoint, "split=": split, "core=": core}, {"out=": out})
+    check_writable(out)
+    made = None  # the split this call makes, removed again if the evaluation refuses
+    if split is None:
+        split = checkpoint.parent / f"split-seed{meta['seed']}.npz"
+        made = None if split.exists() else split
+        _split(params, meta["dataset"], meta["seed"], checkpoint.parent)
+    try:
+        result = evaluate.run(params, dataset=meta["dataset"], model=meta["model"],
+                              method=meta["method"], seed=meta["seed"], split_path=split,
+                              checkpoint=checkpoint, out=out, device=device, part=part,
+                              core_path=core)
+    except ValueError:
+        if made is not None:
+            made.unlink(missing_ok=True)
+        raise
     return EvaluationResult(accuracy=result["accuracy"], manifest=result["manifest"], path=out)
+
+
+def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *,
+                 name: str | None = None) -> dict[str, Any]:
+    """Write `out` (a RobustBench-style JSON entry) and, beside it, its state dict (.pt); return
+    the entry. `metrics` must be the checkpoint's own (EvaluationResult.path); everything is
+    checked before anything is written (wscat.export.export_model)."""
+    checkpoint, metrics = input_file(checkpoint, "checkpoint"), input_file(metrics, "metrics")
+    out = as_path(out, "out", "the path of the entry's NAME.json")
+    if out.suffix != ".json":
+        raise ValueError(f"out={out} must name a .json file (the state dict goes beside it, as "
+                         ".pt); pass NAME.json")
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"name={short(name)} is not a str; pass the entry's name, or none")
+    return _export_model(checkpoint, metrics, out, name=name)
+
+
+def load_exported(entry: str | Path, device: DeviceLike = "cpu") -> LogitsOnly:
+    """The model of an exported entry (NAME.json), in eval mode, its state dict's hash checked:
+    [0,1] images -> logits, as RobustBench's `benchmark` and AutoAttack expect; `.model` is the
+    wscat network (features, logits) (wscat.export.load_exported)."""
+    entry, device = input_file(entry, "entry"), pick_device(device)
+    weights = json.loads(entry.read_text()).get("state_dict")
+    if not isinstance(weights, str) or not (entry.parent / weights).is_file():
+        raise InputNotFound(f"{entry.parent / str(weights)}, the state dict of {entry}, not "
+                            "found; keep NAME.pt beside NAME.json (copy both), or export again")
+    return _load_exported(entry, device)
