@@ -491,7 +491,7 @@ def _check_names(params: dict, args: argparse.Namespace) -> None:
                                     for attr in ("dataset", "method", "labeler")})
     if unknown is not None:
         key, name, section = unknown
-        raise ConfigError(f"unknown {key} '{name}'; configured in params.yaml: "
+        raise ConfigError(f"unknown {key} '{name}'; configured in {args.params}: "
                           f"{', '.join(params[section])}")
 
 
@@ -554,7 +554,15 @@ INPUT_KINDS = {"--split": "split", "--pseudo": "pseudo-labels", "--checkpoint": 
                "--labeler-checkpoint": "checkpoint", "--core": "metrics", "--metrics": "metrics",
                "--params": "params", "--train-log": "training log", "--table-csv": "table CSV",
                "--npz": "dataset"}
-POSITIONAL_INPUTS = {("table", "--metrics"), ("add-dataset", "--npz")}  # no flag to name
+# Inputs given as positional arguments: no flag to name, so a refusal names them as the usage
+# line does (`wscat table ... metrics [metrics ...]`, `wscat add-dataset ... name npz`).
+POSITIONAL_INPUTS = {("table", "--metrics"): "metrics", ("add-dataset", "--npz"): "npz"}
+
+
+def input_name(step: str, flag: str) -> str:
+    """An input as a refusal names it: its flag, or a positional argument's name in the usage
+    line (table's `metrics`, add-dataset's `npz`)."""
+    return POSITIONAL_INPUTS.get((step, flag), flag)
 
 
 def check_input_kinds(args: argparse.Namespace, params: Params = None) -> None:
@@ -588,14 +596,17 @@ def guard(args: argparse.Namespace) -> None:
     for flag, value in inputs.items():
         for path in value if isinstance(value, list) else [value]:
             if flag not in FOLDER_INPUTS and Path(path).is_dir():
-                raise ValueError(f"{flag} {path} is a folder, not a file; pass the file itself")
+                name = input_name(args.step, flag)
+                raise ValueError(f"{name if name == flag else f'the {name}'} {path} is a folder, "
+                                 "not a file; pass the file itself")
             if flag in FOLDER_INPUTS and Path(path).exists() and not Path(path).is_dir():
                 raise ValueError(f"{flag} {path} is a file, not a folder; pass the results "
                                  "folder (default: results)")
     files, folders = step_outputs(args)
     if args.step == "add-dataset":  # --out may name --params: the in-place edit (add_dataset.run)
         inputs = {flag: value for flag, value in inputs.items() if flag != "--params"}
-    guard_outputs(inputs, files, folders)
+    guard_outputs({input_name(args.step, flag): value for flag, value in inputs.items()},
+                  files, folders)
     check_output_kinds(args.step, files)
 
 

@@ -40,9 +40,20 @@ def first_line(error: BaseException) -> str:
 
 
 def npz_problem(error: BaseException, path: object | None = None) -> str:
-    """np.load's failure as one line. A file that is no .npz at all is said to be so: numpy's own
-    message advises allow_pickle=True, which would run code from a file wscat did not write."""
+    """np.load's failure as one line. A file that is no .npz at all is said to be so (an .npy
+    that np.save wrote, by its header), and so is an .npz holding an array of Python objects:
+    numpy's own message advises allow_pickle=True, which would run code from a file wscat did
+    not write."""
+    header = b""
+    if path is not None and os.path.isfile(str(path)):
+        with open(str(path), "rb") as handle:
+            header = handle.read(6)
+    if header == b"\x93NUMPY":  # np.load returns its one array, not an archive
+        return "it is a single .npy array (np.save), not an .npz archive of named arrays"
     if isinstance(error, ValueError) and "allow_pickle" in str(error):
+        if path is not None and zipfile.is_zipfile(str(path)):
+            return ("an array in it holds Python objects (dtype=object), which only a pickle "
+                    "load reads, and wscat loads no pickles")
         return "it is not an .npz file (not a zip archive of arrays)"
     if isinstance(error, IsADirectoryError):
         return "it is a folder, not a file"

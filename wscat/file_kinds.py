@@ -28,6 +28,7 @@ KIND_NAMES = {
     "validation": "a validation-scores file (`wscat validate`)",
     "export": "an exported model entry (`wscat export`)",
     "params": "a params file",
+    "npy": "a single .npy array (np.save)",
 }
 # What an input option expects: (the kind, as a refusal names it, the path to pass instead).
 EXPECTED = {
@@ -41,13 +42,17 @@ EXPECTED = {
     "table CSV": ("table CSV", paths.PAPER_TABLE_CSV),
 }
 NPZ_KINDS = {"split": SPLIT_ARRAYS, "pseudo-labels": PSEUDO_ARRAYS, "dataset": DATASET_ARRAYS}
+NPY_MAGIC = b"\x93NUMPY"  # what np.save writes first: one array, where an .npz is a zip of them
+# How to write a dataset archive: what a refusal of an .npy (or of an object array) advises.
+DATASET_SAVE = ("np.savez(FILE, x_train=x, y_train=y), x a uint8 array N x H x W x C and y "
+                "integer labels (x_test=, y_test= too for a test part)")
 _LARGEST_TEXT = 64 << 20  # a JSON or YAML input larger than this is not looked into
 
 
 class FileKind(NamedTuple):
-    """What a file looks like: `kind` (a key of KIND_NAMES, "npz" for other arrays, or None: not
-    recognised), `damaged` (a zip archive cut short: only its first entry's name is known) and
-    `names` (an .npz's arrays)."""
+    """What a file looks like: `kind` (a key of KIND_NAMES, "npy" for np.save's single array,
+    "npz" for other arrays, or None: not recognised), `damaged` (a zip archive cut short: only
+    its first entry's name is known) and `names` (an .npz's arrays)."""
 
     kind: str | None
     damaged: bool = False
@@ -115,6 +120,8 @@ def file_kind(path: str | Path, *, parse_yaml: bool = True) -> FileKind:
             head = handle.read(4096)
     except OSError:
         return FileKind(None)
+    if head.startswith(NPY_MAGIC):
+        return FileKind("npy")
     if head[:4] == b"PK\x03\x04":
         try:
             with zipfile.ZipFile(path) as archive:
@@ -147,6 +154,8 @@ def check_input_kind(path: str | Path | None, expected: str, option: str = "",
     found = file_kind(path, parse_yaml=expected != "params")
     if found.kind is None or found.kind == expected or found.damaged:
         return
+    if found.kind == "npy" and expected == "dataset":
+        raise ValueError(npy_line(path))
     if found.kind == "npz":
         if expected in NPZ_KINDS and set(found.names) & NPZ_KINDS[expected]:
             return  # the expected arrays, some of them: a damaged file of that kind
@@ -156,3 +165,19 @@ def check_input_kind(path: str | Path | None, expected: str, option: str = "",
     name, pattern = EXPECTED[expected]
     where = f"pass {option} " if option else "pass "
     raise ValueError(f"{path} is {what}, not a {name}: {where}{_hint(pattern, fields or {})}")
+
+
+def is_npy(path: str | Path) -> bool:
+    """Whether `path` is a single array np.save wrote (an .npy, whatever its name)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(NPY_MAGIC)) == NPY_MAGIC
+    except OSError:
+        return False
+
+
+def npy_line(path: str | Path) -> str:
+    """The refusal of an .npy given as a dataset archive (np.load returns its one array, which
+    has no x_train, y_train): what it is and how to save one."""
+    return (f"{path} is {KIND_NAMES['npy']}, not an .npz archive of named arrays; save the "
+            f"dataset with {DATASET_SAVE}")

@@ -31,21 +31,52 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds.
 
     The file gets the mode an ordinary open() would give (0666 less the umask: 0644 under the
-    usual 022), not mkstemp's private 0600.
+    usual 022), not mkstemp's private 0600. An OSError about the temporary file names `path`,
+    the file asked for: the temporary name is none of the user's business.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise OutputError(error.errno, f"cannot write {path}: "
+                          f"{os_error_line(error, path.parent)}") from error
     try:
         os.fchmod(fd, 0o666 & ~_umask())
     finally:
         os.close(fd)
     try:
-        yield Path(tmp)
-        os.replace(tmp, path)
+        try:
+            yield Path(tmp)
+        except OSError as error:
+            _name_target(error, tmp, path)
+            raise
+        try:
+            os.replace(tmp, path)
+        except OSError as error:
+            if error.errno not in (errno.EACCES, errno.EPERM):
+                _name_target(error, tmp, path)
+                raise
+            # The folder took the temporary file: the file itself refuses to be replaced.
+            raise OutputError(error.errno, f"cannot replace {path} ({error.strerror}), though its "
+                              "folder takes new files: the file may be immutable or append-only "
+                              "(lsattr; chattr -i as root) or another user's in a sticky folder "
+                              "such as /tmp; make it replaceable, or write another path (it is "
+                              "unchanged)") from error
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _name_target(error: OSError, tmp: str, path: Path) -> None:
+    """Make `error` name `path` where it names the temporary file `tmp`."""
+    def is_tmp(name: object) -> bool:
+        return isinstance(name, (str, os.PathLike)) and os.fspath(name) == tmp
+
+    if is_tmp(error.filename):
+        error.filename, error.filename2 = str(path), None
+    elif is_tmp(error.filename2):
+        error.filename2 = str(path)
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> None:

@@ -1,6 +1,6 @@
 """A params.yaml schema error as a line that says what to write: a number YAML 1.1 reads as text
-('1e-4'), a value none of a oneOf/anyOf's branches takes, or a name its pattern refuses, in
-the words of the pattern's title (wscat.config's messages)."""
+('1e-4'), a value left empty (YAML's null), a value none of a oneOf/anyOf's branches takes, or a
+name its pattern refuses, in the words of the pattern's title (wscat.config's messages)."""
 from __future__ import annotations
 
 import re
@@ -15,6 +15,8 @@ _NUMBER_TEXT = re.compile(r"([-+]?)(\d+\.?\d*|\.\d+)(?:[eE]([-+]?)(\d+))?")
 _TYPE_NAMES = {"null": "null", "integer": "an integer", "number": "a number",
                "string": "a string", "boolean": "true or false", "object": "a mapping",
                "array": "a list"}
+# A key written with no value (`epochs:`): YAML reads it as null, which jsonschema calls None.
+EMPTY = "null (an empty value)"
 _BOUNDS = (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
            ("exclusiveMaximum", "<"))
 
@@ -113,8 +115,11 @@ def schema_message(error: jsonschema.ValidationError, root: dict[str, Any]) -> s
             else:
                 how = f"write {written}"
             return f"{instance!r} is read as text by YAML: {how}"
+    if instance is None and error.validator in ("type", "enum", "const"):
+        return f"{EMPTY} is not {_expected(error.schema, root)}: give one"
     if error.validator in ("oneOf", "anyOf") and error.context:
-        message = f"{_shown(instance)} is not valid: give {_expected(error.schema, root)}"
+        shown = EMPTY if instance is None else _shown(instance)
+        message = f"{shown} is not valid: give {_expected(error.schema, root)}"
         description = error.schema.get("description") if isinstance(error.schema, dict) else None
         if isinstance(description, str) and "\n" not in description.strip() \
                 and len(description) <= 100:

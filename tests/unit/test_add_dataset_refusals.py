@@ -1,9 +1,15 @@
 """Own npz files that `wscat add-dataset` (and `wscat split`, through the same npz reader) must
 refuse in one line with exit 2, writing nothing: images on a 0..max scale far below 0..255, labels
 that are no class index (uint64 beyond int64, or too large for any class to have training images),
-and test labels of a class the training labels lack. Good files still pass as before."""
+test labels of a class the training labels lack, arrays of Python objects and a single .npy
+array; and what add-dataset itself refuses: a name of the form the paper section generates, an
+--out that is no YAML file, a params file that cannot be replaced. Good files still pass."""
 from __future__ import annotations
 
+import errno
+import os
+import shutil
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -13,6 +19,7 @@ import yaml
 
 from tests.workflow.test_bad_input import one_line_error as bad_input_line
 from wscat import cli
+from wscat.sweeps import full_dataset, unlabelled_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,3 +155,136 @@ def test_a_name_a_paper_tier_makes_is_refused_with_advice_one_can_follow(
     written = ["add-dataset", "digits", str(npz), "--params", str(work / "params.yaml")]
     assert "pick another name, or remove that entry first" in one_line_error(
         written, "datasets.digits already exists", work, capsys)
+
+
+# --- 4. an npz that np.load cannot open as one: Python objects, a single .npy array ------------
+
+def ragged(content: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`content` with x_train saved as images of two sizes: np.array(..., dtype=object)."""
+    x = content["x_train"]
+    images = np.empty(2, dtype=object)
+    images[0], images[1] = x, np.zeros((3, 10, 10, 1), np.uint8)
+    return {**content, "x_train": images}
+
+
+@pytest.mark.parametrize("command", [add, split_setup], ids=["add-dataset", "split"])
+def test_an_object_array_is_named_not_called_a_foreign_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command) -> None:
+    """np.savez of images of different sizes holds a pickle: before, "it is not an .npz file (not
+    a zip archive of arrays)", which it is."""
+    work, npz = work_with(tmp_path, **ragged(arrays()))
+    line = one_line_error(command(work, npz), "its x_train holds Python objects", work, capsys)
+    assert "images of different sizes" in line and "uint8" in line, line
+    assert "N x H x W x C" in line and "np.savez(" in line, line
+    assert "not an .npz file" not in line and "zip archive" not in line, line
+
+
+def test_object_labels_are_named_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    content = arrays()
+    content["y_train"] = content["y_train"].astype(object)
+    work, npz = work_with(tmp_path, **content)
+    line = one_line_error(add(work, npz), "its y_train holds Python objects", work, capsys)
+    assert "save the labels as integers" in line, line
+
+
+def npy_named_npz(work: Path) -> Path:
+    """An `np.save` file renamed data.npz (replacing work_with's)."""
+    np.save(work / "data.npy", arrays()["x_train"])
+    return (work / "data.npy").replace(work / "data.npz")
+
+
+@pytest.mark.parametrize("command", [add, split_setup], ids=["add-dataset", "split"])
+def test_a_single_npy_array_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     command) -> None:
+    """Before: "TypeError: 'numpy.ndarray' object does not support the context manager
+    protocol"."""
+    work, npz = work_with(tmp_path, **arrays())
+    npy_named_npz(work)
+    line = one_line_error(command(work, npz), "is a single .npy array (np.save), not an .npz "
+                          "archive", work, capsys)
+    assert "np.savez(FILE, x_train=x, y_train=y)" in line, line
+    assert "TypeError" not in line and "context manager" not in line, line
+
+
+# --- 5. a name of the form the paper section generates -----------------------------------------
+
+@pytest.mark.parametrize("name, form", [
+    (unlabelled_dataset("digits", 0.2), "<dataset>-unlabelled<percent>"),
+    (unlabelled_dataset("mine", 0.05), "<dataset>-unlabelled<percent>"),
+    (full_dataset("mine"), "<dataset>-full"),
+])
+def test_a_name_of_a_generated_form_is_refused(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str],
+                                               name: str, form: str) -> None:
+    """digits-unlabelled20 (no tier makes that point) and mine-full were added: a tier's sweep
+    would take either for its own."""
+    work, npz = work_with(tmp_path, **arrays())
+    command = ["add-dataset", name, str(npz), "--params", str(work / "params.yaml")]
+    line = one_line_error(command, f"'{name}' has the form {form}", work, capsys)
+    assert f"pick another name (e.g. '{'_'.join(name.rsplit('-', 1))}'" in line, line
+
+
+@pytest.mark.parametrize("name", ["mine-fullsize", "digits_unlabelled20", "fully"])
+def test_names_only_near_a_generated_form_still_pass(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    name: str) -> None:
+    work, npz = work_with(tmp_path, **arrays())
+    command = ["add-dataset", name, str(npz), "--params", str(work / "params.yaml")]
+    assert cli.main(command) == 0, capsys.readouterr().err
+    assert name in yaml.safe_load((work / "params.yaml").read_text())["datasets"]
+
+
+# --- 6. --out that is no YAML file -------------------------------------------------------------
+
+@pytest.mark.parametrize("out", ["new.npz", "new", "new.json"])
+def test_an_out_that_is_no_yaml_file_is_refused(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str],
+                                                out: str) -> None:
+    """`--out new.npz` wrote YAML under an .npz name."""
+    work, npz = work_with(tmp_path, **arrays())
+    line = one_line_error([*add(work, npz), "--out", str(work / out)],
+                          "does not end in .yaml or .yml", work, capsys)
+    assert f"--out {work / Path(out).with_suffix('.yaml')}" in line, line
+
+
+def test_an_out_ending_in_yml_is_written(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    work, npz = work_with(tmp_path, **arrays())
+    assert cli.main([*add(work, npz), "--out", str(work / "new.YML")]) == 0, \
+        capsys.readouterr().err
+    assert "mine" in yaml.safe_load((work / "new.YML").read_text())["datasets"]
+
+
+# --- 7. a params file that cannot be replaced ---------------------------------------------------
+
+def test_a_params_file_that_cannot_be_replaced_is_named(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`chattr +i params.yaml`: the rename of the new file onto it fails; the line said
+    "permission denied on .../.params.yaml.5hsr4fq2.tmp", a file the user never made."""
+    from wscat import io
+
+    work, npz = work_with(tmp_path, **arrays())
+
+    def refuse(source: str, destination: str) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted", source, destination)
+
+    monkeypatch.setattr(io.os, "replace", refuse)
+    line = one_line_error(add(work, npz), f"cannot replace {work / 'params.yaml'}", work, capsys)
+    assert ".tmp" not in line and "immutable" in line, line
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("chattr"),
+                    reason="chattr +i needs root")
+def test_an_immutable_params_file_is_named(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The same with a real immutable file, where root and the file system allow one."""
+    work, npz = work_with(tmp_path, **arrays())
+    params = work / "params.yaml"
+    if subprocess.run(["chattr", "+i", str(params)], capture_output=True).returncode:
+        pytest.skip("this file system takes no immutable attribute")
+    try:
+        line = one_line_error(add(work, npz), f"cannot replace {params}", work, capsys)
+    finally:
+        subprocess.run(["chattr", "-i", str(params)], check=True)
+    assert ".tmp" not in line, line

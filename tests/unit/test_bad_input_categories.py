@@ -178,7 +178,8 @@ def test_an_output_that_is_an_input_is_refused(inputs, capsys, step, out, source
         (inputs / SPELLINGS[spelling](name)).symlink_to(name)
     paths = {source: name, out: target}
     line = refused(argv(step, paths), "is the input", inputs, capsys)
-    assert f"--{source.replace('_', '-')}" in line, line
+    # named as the usage line names it: a flag, or a positional argument (table's metrics)
+    assert f" {cli.input_name(step, '--' + source.replace('_', '-'))} " in line, line
 
 
 @pytest.mark.parametrize("step, source", [(step, source) for step in subparsers()

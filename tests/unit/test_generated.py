@@ -78,3 +78,22 @@ def test_bad_generated_files_are_one_line_errors(digits, content, words):
     with pytest.raises(ValueError, match=words) as error:
         load_generated(tmp / "bad.npz", source)
     assert "\n" not in str(error.value)
+
+
+def test_a_generated_file_that_is_no_npz_or_holds_objects_is_one_line(tmp_path):
+    """An .npy under the npz's name, and an npz whose images are Python objects (ragged): said
+    as what they are, not numpy's TypeError or its advice to allow pickles."""
+    from wscat.data import load_dataset
+    from wscat.data.training_data import load_generated
+
+    source = load_dataset("digits")
+    np.save(tmp_path / "x.npy", np.zeros((2, 8, 8, 1), np.uint8))
+    (tmp_path / "x.npy").rename(tmp_path / "npy.npz")
+    with pytest.raises(ValueError, match=r"npy\.npz is not a usable generated-data file \(it is a "
+                                         r"single \.npy array \(np\.save\)"):
+        load_generated(tmp_path / "npy.npz", source)
+    ragged = np.empty(2, dtype=object)
+    ragged[:] = [np.zeros((8, 8, 1), np.uint8), np.zeros((4, 8, 1), np.uint8)]
+    np.savez(tmp_path / "obj.npz", images=ragged)
+    with pytest.raises(ValueError, match=r"an array in it holds Python objects \(dtype=object\)"):
+        load_generated(tmp_path / "obj.npz", source)

@@ -142,3 +142,32 @@ def test_a_bad_objective_is_named_before_the_knobs_it_would_need() -> None:
     assert "at methods.mart.objective: 'examples/mart.py' is not valid" in line, line
     params["methods"]["mart"] = {"objective": "examples/mart.py:Mart"}
     assert "at methods.mart: 'data' is a required property" in _refused(params)
+
+
+@pytest.mark.parametrize("dotted, expected", [
+    ("training.digits.epochs", "at training.digits.epochs: null (an empty value) is not an "
+                               "integer >= 1: give one"),
+    ("datasets.digits.eps", "at datasets.digits.eps: null (an empty value) is not a number >= 0 "
+                            "and <= 1: give one"),
+    ("training.digits.precision", "at training.digits.precision: null (an empty value) is not "
+                                  "one of 'fp32', 'bf16': give one"),
+    ("methods.trades.objective", "at methods.trades.objective: null (an empty value) is not "
+                                 "valid: give one of 'standard'"),
+])
+def test_a_value_left_empty_is_called_empty(tmp_path: Path, dotted: str, expected: str) -> None:
+    """`epochs:` with nothing after it: YAML reads null, and the line said "None is not of type
+    'integer'" (Python's word, and no advice)."""
+    key = dotted.rsplit(".", 1)[1]
+    params = yaml.safe_load(REAL)
+    *parents, _ = dotted.split(".")
+    entry = params
+    for name in parents:
+        entry = entry[name]
+    entry[key] = "__empty__"
+    text = yaml.safe_dump(params, sort_keys=False).replace(f"{key}: __empty__", f"{key}:")
+    (tmp_path / "p.yaml").write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_params(tmp_path / "p.yaml")
+    line = str(error.value)
+    assert expected in line and "None" not in line and "\n" not in line, line
+

@@ -326,4 +326,4 @@ def test_an_own_npz_that_changed_says_how_to_accept_the_change(tmp_path) -> None
         verify("mine", archive)
     message = str(caught.value)
     assert message.endswith("; or, if you changed it on purpose, update or delete the md5 line "
-                            "of datasets.mine in params.yaml") and "\n" not in message
+                            "of datasets.mine in the params file") and "\n" not in message

@@ -156,3 +156,23 @@ def test_table_of_an_experiment_without_one_says_which_tables_its_runs_fill(
     assert ("experiment 'digits-table2' has no table of its own (`table: false`): its runs fill "
             "the paper tier's tables (results/paper/digits/Tab-RQ1-digits.tex): build those") in err
     assert not list(tmp_path.iterdir())
+
+
+def test_messages_name_the_params_file_in_use_and_fill_in_the_dataset(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With --params other.yaml, an unknown name is said to be missing from other.yaml (not
+    params.yaml), and a label budget too big names datasets.digits.labelled (not <name>)."""
+    import numpy as np
+
+    from tests.helpers.tiny import tiny_params, write_params
+    from wscat.data.split import make_split
+
+    params = write_params(tmp_path / "other.yaml", tiny_params())
+    capsys.readouterr()
+    assert cli.main(["split", "--params", str(params), "--dataset", "digit", "--seed", "1",
+                     "--out", str(tmp_path / "s.npz")]) == 2
+    err = capsys.readouterr().err
+    assert f"unknown dataset 'digit'; configured in {params}: digits" in err, err
+    with pytest.raises(ValueError, match=r"lower datasets\.digits\.labelled in the params file$"):
+        make_split("digits", np.repeat(np.arange(2), 10), num_classes=2, seed=1,
+                   test_fraction=0.2, labelled=20, val_fraction=0.2, val_max=10)

@@ -3,8 +3,10 @@ that names a folder, a device that is not one: one line that says what the file 
 what to pass instead, exit 2, nothing written, and no advice to delete a valid input."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +14,14 @@ import pytest
 import torch
 
 from tests.helpers.tiny import tiny_params, write_params
-from wscat import cli
+from wscat import cli, io
 from wscat.checkpoint import CheckpointError, load_checkpoint, save_checkpoint, save_tensors
 from wscat.config import RunConfig
+from wscat.data.sources import DatasetUnavailable
+from wscat.data.sources.npz import Npz
 from wscat.data.split import Split, save_split
 from wscat.device import FromEnvironment, pick_device
-from wscat.errors import OutputError
+from wscat.errors import OutputError, describe
 from wscat.file_kinds import check_input_kind, file_kind
 from wscat.io import check_writable
 from wscat.training import train
@@ -300,3 +304,90 @@ def test_a_device_from_wscat_device_is_named_so(work, capsys, monkeypatch):
     assert "--device" not in line
     refused([*args, "--device", "cuda"], capsys, "--device cuda: no CUDA device here")
     assert not (work / "m.json").exists()
+
+
+# --- a single .npy array under an .npz name ---------------------------------------------------
+
+@pytest.fixture
+def npy(tmp_path) -> Path:
+    """`np.save` of one array, renamed to .npz: np.load returns the array, not an archive."""
+    np.save(tmp_path / "arr.npy", np.zeros((4, 8, 8, 1), np.uint8))
+    return (tmp_path / "arr.npy").rename(tmp_path / "arr.npz")
+
+
+def test_an_npy_under_an_npz_name_is_recognised(npy):
+    assert file_kind(npy).kind == "npy"
+
+
+@pytest.mark.parametrize("expected, option, phrases", [
+    ("dataset", "", ["is a single .npy array (np.save), not an .npz archive",
+                     "np.savez(FILE, x_train=x, y_train=y)"]),
+    ("split", "--split", ["is a single .npy array (np.save), not a split",
+                          "pass --split results/splits/digits/seed1.npz"]),
+    ("pseudo-labels", "--pseudo", ["is a single .npy array (np.save), not a pseudo-label file",
+                                   "pass --pseudo results/pseudo/digits/cnn/mt/seed1.npz"]),
+    ("checkpoint", "--checkpoint", ["not a checkpoint"]),
+    ("params", "--params", ["not a params file"]),
+])
+def test_an_npy_given_for_an_npz_says_what_it_is(npy, expected, option, phrases):
+    """Every input that opens an .npz (or another kind) refuses an .npy in one line, instead
+    of np.load's "'numpy.ndarray' object does not support the context manager protocol"."""
+    with pytest.raises(ValueError) as error:
+        check_input_kind(npy, expected, option, {**RUN, "labeler": "mt"})
+    line = str(error.value)
+    assert line.startswith(f"{npy} is ") and "\n" not in line, line
+    assert all(phrase in line for phrase in phrases), line
+    assert "delete" not in line and "context manager" not in line, line
+
+
+def test_the_dataset_reader_refuses_an_npy_in_one_line(npy):
+    """datasets.NAME.path read by `wscat split` (no command-line kind check on that path)."""
+    with pytest.raises(DatasetUnavailable) as error:
+        Npz().read("mine", {"path": str(npy)})
+    line = str(error.value)
+    assert "is a single .npy array (np.save), not an .npz archive" in line, line
+    assert "np.savez(" in line and "TypeError" not in line, line
+
+
+# --- an atomic write names the file asked for, never its temporary name ----------------------
+
+def test_a_file_that_cannot_be_replaced_is_named(tmp_path, monkeypatch):
+    """`chattr +i` on the file (its folder takes new files): the rename onto it fails."""
+    target = tmp_path / "params.yaml"
+    target.write_text("old\n")
+
+    def refuse(source, destination):
+        raise PermissionError(errno.EPERM, "Operation not permitted", source, destination)
+
+    monkeypatch.setattr(io.os, "replace", refuse)
+    with pytest.raises(OSError) as error:
+        io.write_text(target, "new\n")
+    monkeypatch.undo()
+    line = describe(error.value)
+    assert f"cannot replace {target}" in line and ".tmp" not in line, line
+    assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["params.yaml"]
+
+
+@pytest.mark.parametrize("where", ["mkstemp", "body"])
+def test_other_failures_of_an_atomic_write_name_the_file_too(tmp_path, monkeypatch, where):
+    """A folder that takes no new file (mkstemp), a write of the temporary file that fails
+    (a full disk): the line names out.json or its folder, not .out.json.XXXX.tmp."""
+    target = tmp_path / "out.json"
+    if where == "mkstemp":
+        def refuse(prefix, suffix, dir):  # noqa: A002 - mkstemp's own keyword
+            raise PermissionError(errno.EACCES, "Permission denied", f"{dir}/{prefix}x{suffix}")
+
+        monkeypatch.setattr(io.tempfile, "mkstemp", refuse)
+        phrase = f"cannot write {target}: permission denied on {tmp_path}"
+    else:
+        def write(tmp):
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
+        phrase = f"no space left on the device of {target}"
+    with pytest.raises(OSError) as error:
+        if where == "mkstemp":
+            io.write_text(target, "{}")
+        else:
+            io.atomic_write(target, write)
+    line = describe(error.value)
+    assert phrase in line and ".tmp" not in line, line
+    assert list(tmp_path.iterdir()) == []

@@ -221,7 +221,14 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
      "export --checkpoint run/best.pt --metrics m.json --out run/best.json", "is the input --checkpoint"),
     ("table-out-is-metrics", bad.text("m.json", "{}"),
      "table --experiment digits --tex m.json --csv out/t.csv --summary out/t.json m.json",
-     "is the input --metrics"),
+     "--tex m.json is the input metrics m.json"),  # a positional argument: no --metrics to name
+    ("table-metrics-is-folder", None,
+     "table --experiment digits --tex out/t.tex --csv out/t.csv --summary out/t.json run",
+     "the metrics run is a folder"),
+    ("add-dataset-out-is-npz", bad.npz_dataset("toy.npz", x_train=bad.images(), y_train=Y),
+     "add-dataset mine toy.npz --out toy.npz", "--out toy.npz is the input npz toy.npz"),
+    ("add-dataset-npz-is-folder", None, "add-dataset mine run --out new.yaml",
+     "the npz run is a folder"),
     # numbers: finite, and representable
     ("eps-nan", bad.setting("datasets.digits.eps", float("nan")), SPLIT, "datasets.digits.eps: nan"),
     ("lr-inf", bad.setting("training.digits.lr", float("inf")), SPLIT, "training.digits.lr: inf"),
@@ -231,6 +238,8 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
      "not a finite number"),
     ("epochs-too-large", bad.setting("training.digits.epochs", 2**40), SPLIT,
      "beyond what the code can represent"),
+    ("epochs-left-empty", bad.raw_setting("training.digits.epochs", ""), SPLIT,
+     "training.digits.epochs: null (an empty value) is not an integer >= 1: give one"),
     # degenerate settings, refused where they are set
     ("val-fraction-0", bad.setting("datasets.digits.val_fraction", 0), SPLIT, "0 validation images"),
     ("labelled-per-batch-above-batch", bad.setting("training.digits.labelled_per_batch", 4096), SPLIT,
@@ -252,6 +261,35 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
         x_test=bad.images(shape=(3, 8, 8)), y_test=Y)), SPLIT.replace("digits", "toy"), "channel-first"),
     ("npz-dataset-text", bad.both(bad.toy_dataset("toy.npz"), bad.text("toy.npz", "x,y\n1,2\n")),
      SPLIT.replace("digits", "toy"), "not an .npz file"),
+    ("npz-dataset-object-array", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
+        "toy.npz", x_train=np.array([X, X[:3, :4]], dtype=object), y_train=Y)),
+     SPLIT.replace("digits", "toy"), "its x_train holds Python objects (dtype=object, e.g. images "
+     "of different sizes)"),
+    ("npz-dataset-npy", bad.both(bad.toy_dataset("toy.npz"), lambda work: np.save(
+        work / "toy.npy", X) or (work / "toy.npy").rename(work / "toy.npz")),
+     SPLIT.replace("digits", "toy"), "toy.npz is a single .npy array (np.save), not an .npz archive"),
+    ("split-npy", lambda work: np.save(work / "bad.npy", X) or (work / "bad.npy").rename(
+        work / "bad.npz"), TRAIN.format(split="bad.npz"),
+     "bad.npz is a single .npy array (np.save), not a split: pass --split"),
+    ("pseudo-npy", lambda work: np.save(work / "bad.npy", Y) or (work / "bad.npy").rename(
+        work / "bad.npz"), RST.format(pseudo="bad.npz"),
+     "bad.npz is a single .npy array (np.save), not a pseudo-label file: pass --pseudo"),
+    ("checkpoint-npy", lambda work: np.save(work / "bad.npy", X) or (work / "bad.npy").rename(
+        work / "bad.pt"), EVALUATE.format(model="cnn", checkpoint="bad.pt"),
+     "bad.pt is a single .npy array (np.save), not a checkpoint"),
+    ("add-dataset-npy", lambda work: np.save(work / "bad.npy", X) or (work / "bad.npy").rename(
+        work / "bad.npz"), "add-dataset mine bad.npz --out new.yaml",
+     "bad.npz is a single .npy array (np.save), not an .npz archive"),
+    ("add-dataset-object-array", bad.npz_dataset(
+        "toy.npz", x_train=np.array([X, X[:3, :4]], dtype=object), y_train=Y),
+     "add-dataset mine toy.npz --out new.yaml", "its x_train holds Python objects"),
+    ("add-dataset-unlabelled-name", bad.npz_dataset("toy.npz", x_train=bad.images(), y_train=Y),
+     "add-dataset digits-unlabelled20 toy.npz --out new.yaml",
+     "'digits-unlabelled20' has the form <dataset>-unlabelled<percent>"),
+    ("add-dataset-full-name", bad.npz_dataset("toy.npz", x_train=bad.images(), y_train=Y),
+     "add-dataset toy-full toy.npz --out new.yaml", "'toy-full' has the form <dataset>-full"),
+    ("add-dataset-out-not-yaml", bad.npz_dataset("toy.npz", x_train=bad.images(), y_train=Y),
+     "add-dataset mine toy.npz --out new.npz", "--out new.npz does not end in .yaml or .yml"),
     ("npz-dataset-label-beyond-int64", bad.both(bad.toy_dataset("toy.npz"), bad.npz_dataset(
         "toy.npz", x_train=bad.images(), y_train=Y.astype(np.uint64) + np.uint64(2**63),
         x_test=bad.images(seed=1), y_test=Y)), SPLIT.replace("digits", "toy"), "not a class index"),

@@ -34,12 +34,12 @@ def _members(labels: np.ndarray, pool: np.ndarray, num_classes: int) -> list[np.
 
 
 def _per_class(labels: np.ndarray, pool: np.ndarray, per_class: int, rng: np.random.Generator,
-               num_classes: int) -> np.ndarray:
+               num_classes: int, dataset: str) -> np.ndarray:
     chosen = []
     for c, members in enumerate(_members(labels, pool, num_classes)):
         if per_class > len(members):
             raise ValueError(f"class {c} has only {len(members)} samples but {per_class} were asked "
-                             "for; lower datasets.<name>.labelled in params.yaml")
+                             f"for; lower datasets.{dataset}.labelled in the params file")
         chosen.append(rng.permutation(members)[:per_class])
     return np.sort(np.concatenate(chosen)) if chosen else np.empty(0, dtype=np.int64)
 
@@ -50,11 +50,11 @@ def _check_validation(dataset: str, per_class: int, labelled_per_class: int) -> 
     if per_class < 1:
         raise ValueError(f"datasets.{dataset}: val_fraction and val_max give 0 validation images "
                          "per class, but best.pt is chosen on the validation set; raise "
-                         "val_fraction (the paper: 0.2) or val_max in params.yaml")
+                         "val_fraction (the paper: 0.2) or val_max in the params file")
     if per_class >= labelled_per_class:
         raise ValueError(f"datasets.{dataset}: the validation set takes all {labelled_per_class} "
                          "labelled images per class and leaves none to train on; lower "
-                         "val_fraction in params.yaml")
+                         "val_fraction in the params file")
 
 
 def _pool_and_test(dataset: str, labels: np.ndarray, *, train_size: int | None,
@@ -73,7 +73,7 @@ def _pool_and_test(dataset: str, labels: np.ndarray, *, train_size: int | None,
         return everything[:train_size], everything[train_size:]
     if test_fraction is None:
         raise ValueError(f"{dataset} has no official test split; set datasets.{dataset}."
-                         "test_fraction in params.yaml")
+                         "test_fraction in the params file")
     test = _per_class_fraction(labels, everything, test_fraction, num_classes)
     return np.setdiff1d(everything, test, assume_unique=True), test
 
@@ -97,15 +97,15 @@ def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
                                val_max=val_max, num_classes=num_classes)
     if labelled > len(pool):
         raise ValueError(f"labelled = {labelled} but only {len(pool)} training samples exist; lower "
-                         "datasets.<name>.labelled in params.yaml")
+                         f"datasets.{dataset}.labelled in the params file")
     if labelled % num_classes:
         raise ValueError(f"labelled = {labelled} is not a multiple of the {num_classes} classes; "
                          "the labelled set is class-balanced")
     rng = np.random.default_rng(seed)
-    labelled_idx = _per_class(labels, pool, labelled // num_classes, rng, num_classes)
+    labelled_idx = _per_class(labels, pool, labelled // num_classes, rng, num_classes, dataset)
     n_val = min(int(val_fraction * labelled), val_max) // num_classes
     _check_validation(dataset, n_val, labelled // num_classes)
-    validation = _per_class(labels, labelled_idx, n_val, rng, num_classes)
+    validation = _per_class(labels, labelled_idx, n_val, rng, num_classes, dataset)
     unlabelled = np.setdiff1d(pool, labelled_idx, assume_unique=True)  # sorted, unique: as is
     if not 0 < unlabelled_fraction <= 1:
         raise ValueError(f"unlabelled_fraction = {unlabelled_fraction} must be in (0, 1]")
@@ -123,7 +123,7 @@ def _fully_labelled(dataset: str, labels: np.ndarray, pool: np.ndarray, test: np
     rng = np.random.default_rng(seed)
     n_val = min(int(val_fraction * len(pool)), val_max) // num_classes
     _check_validation(dataset, n_val, len(pool) // num_classes)
-    validation = _per_class(labels, pool, n_val, rng, num_classes)
+    validation = _per_class(labels, pool, n_val, rng, num_classes, dataset)
     return Split(dataset=dataset, seed=seed,
                  labelled=np.setdiff1d(pool, validation, assume_unique=True),
                  unlabelled=np.empty(0, dtype=np.int64), validation=validation, test=test)
@@ -161,7 +161,7 @@ def load_split(path: str | Path) -> Split:
                           validation=data["validation"], test=data["test"],
                           made_with=str(data["made_with"]) if "made_with" in data.files else None)
     except NPZ_ERRORS as error:
-        raise ValueError(f"{path} is not a wscat split file ({npz_problem(error)}); delete it "
+        raise ValueError(f"{path} is not a wscat split file ({npz_problem(error, path)}); delete it "
                          "and rerun `wscat split`") from error
     for part in PARTS:
         indices = getattr(split, part)

@@ -53,11 +53,11 @@ def load_pseudo_labels(path: Path, split: Split, num_classes: int,
             trained = (str(data["labeler_training"]) if "labeler_training" in data.files
                        else "")
     except NPZ_ERRORS as error:
-        raise ValueError(f"{path} is not a wscat pseudo-label file ({npz_problem(error)}); "
+        raise ValueError(f"{path} is not a wscat pseudo-label file ({npz_problem(error, path)}); "
                          "delete it and rerun `wscat pseudo-label`") from error
     if labeler is not None and made_by is not None and made_by != labeler:
         raise ValueError(f"{path} holds the pseudo-labels of '{made_by}', but this method trains "
-                         f"on those of '{labeler}' (its labeler in params.yaml): pass "
+                         f"on those of '{labeler}' (its labeler in the params): pass "
                          f"--pseudo with the file `wscat pseudo-label --labeler {labeler}` wrote")
     if labeler_training is not None and trained and trained != labeler_training:
         raise ValueError(f"{path} holds the pseudo-labels of a {made_by or labeler} trained with "
@@ -109,12 +109,18 @@ def load_generated(path: Path, source: ImageDataset) -> tuple[torch.Tensor, torc
     (without them the images are pseudo-labelled by `generated_labeler`)."""
     if not path.is_file():
         raise FileNotFoundError(f"generated-data file not found: {path} (methods.<name>.generated)")
-    with np.load(path, allow_pickle=False) as data:
-        if "images" not in data:
-            raise ValueError(f"{path} must hold `images` (uint8 N x H x W x C) and may hold "
-                             f"`labels`; it holds {', '.join(data.files)}")
-        images = data["images"]
-        labels = data["labels"] if "labels" in data else None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = data.files
+            images = data["images"] if "images" in names else None
+            labels = data["labels"] if "labels" in names else None
+    except NPZ_ERRORS as error:
+        raise ValueError(f"{path} is not a usable generated-data file ({npz_problem(error, path)})"
+                         "; save it with np.savez(FILE, images=x) (x uint8 N x H x W x C; "
+                         "labels= one class index per image, if it has them)") from error
+    if images is None:
+        raise ValueError(f"{path} must hold `images` (uint8 N x H x W x C) and may hold "
+                         f"`labels`; it holds {', '.join(names)}")
     expected = (source.image_shape[1], source.image_shape[2], source.image_shape[0])
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != expected:
         raise ValueError(f"{path}: images must be uint8 N x {' x '.join(map(str, expected))}, got "

@@ -7,8 +7,9 @@ and threat model), `training.NAME` (the schedule) and `experiments.NAME` (the de
 it), so that `snakemake -- results/tables/NAME.tex` builds its table; and one entry,
 `methods.mt.per_dataset.NAME`: the Mean Teacher's teacher decays for NAME's epochs. The rest of
 the file is kept byte for byte; the result is validated before it replaces the file
-(atomically), and nothing is written when NAME exists or any check fails. The npz is only read;
-`out` is a new file or the params file itself, never another file overwritten.
+(atomically), and nothing is written when NAME exists, has the form of a dataset the paper
+section generates (NAME-unlabelled20, NAME-full), or any check fails. The npz is only read; `out`
+is a new .yaml file or the params file itself, never another file overwritten.
 """
 from __future__ import annotations
 
@@ -27,8 +28,13 @@ import yaml
 from wscat.config import ConfigError, load_params, method_for
 from wscat.errors import OutputError
 from wscat.io import atomic_path
+from wscat.sweeps import full_dataset, unlabelled_dataset
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]*$")  # the schema's name_key: a results/ path component
+# The names a paper tier gives the datasets it generates (wscat.sweeps): a dataset of yours with
+# such a name would stand in for that sweep's point, or hide it (an entry you write is kept).
+GENERATED = re.compile(r"^(?P<base>.+)-(?:unlabelled\d+|full)$")
+PARAMS_SUFFIXES = (".yaml", ".yml")
 SECTIONS = ("datasets", "training", "experiments")
 DEMO_METHODS = ("standard", "trades", "mt", "rst", "wscat")  # the demo's columns
 MIN_CLASSES = 4  # AutoAttack's targeted DLR loss reads the 3rd and 4th largest logits
@@ -302,6 +308,23 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def generated_form(name: str) -> None:
+    """Refuse (one line) a name of the form the paper section gives the datasets it generates:
+    `<dataset>-unlabelled<percent>` (Fig-unlabel's sweep) or `<dataset>-full` (tab-sup)."""
+    match = GENERATED.match(name)
+    if match is None:
+        return
+    base = match["base"]
+    if name == full_dataset(base):
+        form = "<dataset>-full, which the paper section gives its fully supervised runs"
+    else:
+        form = ("<dataset>-unlabelled<percent>, which the paper section gives the points of its "
+                f"unlabelled-data sweep (e.g. {unlabelled_dataset(base, 0.25)})")
+    other = name[:len(base)] + "_" + name[len(base) + 1:]
+    raise ValueError(f"'{name}' has the form {form}; a tier would take yours for one of its own, "
+                     f"so pick another name (e.g. '{other}'; nothing was written)")
+
+
 def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Path:
     """Check `npz`, then write the params file with NAME's blocks added: to `out` (a new file),
     or in place of `params_file` (`out` None or the params file itself). Returns the file
@@ -313,6 +336,10 @@ def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Pat
                          "starting with a letter (it becomes a results/ folder)")
     if out is not None and _same_file(out, params_file):
         out = None  # the default in-place edit, named
+    if out is not None and out.suffix.lower() not in PARAMS_SUFFIXES:
+        raise ValueError(f"--out {out} does not end in .yaml or .yml, but add-dataset writes a "
+                         f"params file (YAML) there; pass a new .yaml file, e.g. --out "
+                         f"{out.with_suffix('.yaml')} (nothing was written)")
     if out is not None and os.path.lexists(out):
         raise OutputError(errno.EEXIST, f"--out {out} exists and is not the --params file; pass "
                           f"a new file, or pass it as --params (--params {out}) to add the "
@@ -327,6 +354,7 @@ def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Pat
                                  "another name")
             raise ValueError(f"{section}.{name} already exists in {params_file}; pick another "
                              "name, or remove that entry first")
+    generated_form(name)
     summary = inspect(name, npz)
     text = params_file.read_text()
     # The file's own line ends (CRLF from an editor on Windows) and, for a symbolic link, the

@@ -27,7 +27,7 @@ def missing_message(name: str, missing: list[Archive], download: bool, reason: s
         line = (f"dataset '{name}': missing {names} in {folder}{reason}; get them from "
                 f"{first.origin} and put them in {folder}/")
     if not download and all(a.url for a in missing):
-        line += f", or set datasets.{name}.download: true in params.yaml"
+        line += f", or set datasets.{name}.download: true in the params file"
     return line
 
 

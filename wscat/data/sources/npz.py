@@ -10,6 +10,7 @@ import numpy as np
 
 from wscat.data.sources.base import Archive, DatasetUnavailable, ImageDataset
 from wscat.errors import npz_problem
+from wscat.file_kinds import DATASET_SAVE, is_npy, npy_line
 
 KEYS = ("x_train", "y_train", "x_test", "y_test")
 TEST_KEYS = ("x_test", "y_test")  # optional together: without them test_fraction holds one out
@@ -22,6 +23,26 @@ def _path(name: str, cfg: Mapping[str, Any]) -> Path:
         raise DatasetUnavailable(f"dataset '{name}': source npz needs datasets.{name}.path, "
                                  "the .npz file to read")
     return Path(cfg["path"])
+
+
+class _Refused(Exception):
+    """A problem with the npz's content that its own line says in full (not np.load's words)."""
+
+
+def _array(data: Any, key: str) -> np.ndarray:
+    """data[key], or one line when it holds Python objects (dtype=object: np.savez of a list of
+    images of different sizes), which only a pickle load reads, and wscat loads no pickles."""
+    try:
+        return data[key]
+    except ValueError as error:
+        if "allow_pickle" not in str(error):
+            raise
+        what, fix = ((", e.g. images of different sizes", "resize or crop the images to one "
+                      "size and save them") if key.startswith("x_") else
+                     ("", "save the labels as integers"))
+        raise _Refused(f"its {key} holds Python objects (dtype=object{what}), which only a "
+                       f"pickle load reads, and wscat loads no pickles; {fix}"
+                       f" with {DATASET_SAVE}") from error
 
 
 def _channels_first(x: np.ndarray, key: str) -> np.ndarray:
@@ -83,10 +104,12 @@ class Npz:
         md5 = cfg.get("md5")
         return [Archive(_path(name, cfg), origin=ORIGIN, md5=str(md5) if md5 else None,
                         changed=f"; or, if you changed it on purpose, update or delete the md5 "
-                                f"line of datasets.{name} in params.yaml")]
+                                f"line of datasets.{name} in the params file")]
 
     def read(self, name: str, cfg: Mapping[str, Any]) -> ImageDataset:
         path = _path(name, cfg)
+        if is_npy(path):  # np.load would return its one array, not an archive of named arrays
+            raise DatasetUnavailable(f"dataset '{name}': {npy_line(path)}")
         try:
             with np.load(path, allow_pickle=False) as data:
                 absent = [key for key in KEYS if key not in data.files]
@@ -95,16 +118,16 @@ class Npz:
                 if absent and not no_test:
                     raise ValueError(f"no {', '.join(absent)}; expected keys {', '.join(KEYS)} "
                                      f"(or no {' and no '.join(TEST_KEYS)}: no test part)")
-                x_train = _channels_first(data["x_train"], "x_train")
+                x_train = _channels_first(_array(data, "x_train"), "x_train")
                 if not x_train.size:  # before the statistics, which would divide by 0
                     raise ValueError(f"x_train is empty (shape {data['x_train'].shape}); store "
                                      "the training images there, N x H x W x C with N, H, W > 0")
-                y_train = _labels(data["y_train"], "y_train", len(x_train), len(x_train))
+                y_train = _labels(_array(data, "y_train"), "y_train", len(x_train), len(x_train))
                 if no_test:
                     x_test, y_test = x_train[:0], y_train[:0]
                 else:
-                    x_test = _channels_first(data["x_test"], "x_test")
-                    y_test = _labels(data["y_test"], "y_test", len(x_test), len(x_train))
+                    x_test = _channels_first(_array(data, "x_test"), "x_test")
+                    y_test = _labels(_array(data, "y_test"), "y_test", len(x_test), len(x_train))
                     if not len(x_test):  # an evaluation of 0 images has no accuracy
                         raise ValueError(f"x_test is empty (shape {data['x_test'].shape}); "
                                          "store the test images there, or drop x_test and "
@@ -121,6 +144,9 @@ class Npz:
             if mean is None or std is None:
                 computed = _channel_stats(x_train)
                 mean, std = mean or computed[0], std or computed[1]
+        except _Refused as error:
+            raise DatasetUnavailable(f"dataset '{name}': {path} is not a usable npz dataset: "
+                                     f"{error}") from error
         except (OSError, EOFError, zipfile.BadZipFile, ValueError, TypeError) as error:
             raise DatasetUnavailable(f"dataset '{name}': {path} is not a usable npz dataset "
                                      f"({npz_problem(error, path)})") from error
