@@ -29,6 +29,7 @@ KIND_NAMES = {
     "export": "an exported model entry (`wscat export`)",
     "params": "a params file",
     "npy": "a single .npy array (np.save)",
+    "training log": "a training log (`wscat train`'s train_log.csv)",
 }
 # What an input option expects: (the kind, as a refusal names it, the path to pass instead).
 EXPECTED = {
@@ -81,9 +82,12 @@ def _first_entry(head: bytes) -> str | None:
 
 
 def _text_kind(path: Path, head: bytes, parse_yaml: bool) -> FileKind:
-    """The kind of a JSON file (by its keys) or, with `parse_yaml`, a YAML params file."""
+    """The kind of a JSON file (by its keys), a training log (by its header) or, with
+    `parse_yaml`, a YAML params file."""
     if b"\0" in head or path.stat().st_size > _LARGEST_TEXT:
         return FileKind(None)
+    if head.startswith(b"epoch,"):  # wscat.training.log.write_log's header: one row an epoch
+        return FileKind("training log")
     try:
         if head.lstrip().startswith(b"{"):
             data = json.loads(path.read_text())

@@ -33,9 +33,14 @@ def test_split_refuses_to_overwrite_a_checkpoint(work, tmp_path, capsys) -> None
               "overwrite; choose another path, or delete that file first (nothing was written)",
               line)
     assert target.read_bytes() == before
-    log = tmp_path / "train_log.csv"  # no wscat kind: rewritten as any output is
+    log = tmp_path / "train_log.csv"  # a training's log: a result, refused the same way
     shutil.copyfile(work / "run_s1/train_log.csv", log)
-    assert _main(*_split(work, log)) == 0
+    _same_bytes_after(log, lambda: assert_in(
+        f"--out {log} holds a training log (`wscat train`'s train_log.csv), which `wscat split` "
+        "would overwrite", refused(capsys, *_split(work, log))))
+    other = tmp_path / "notes.csv"  # a file of no wscat kind: rewritten as any output is
+    other.write_text("a,b\n1,2\n")
+    assert _main(*_split(work, other)) == 0
 
 
 def test_a_split_is_rewritten_but_not_replaced_by_pseudo_labels_or_metrics(work, tmp_path,
