@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.tiny import tiny_params
+from tests.helpers.tiny import ROOT, tiny_params
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
 from wscat.data import load_dataset, make_split
@@ -225,3 +225,48 @@ def test_the_time_left_leaves_out_the_first_part_once_there_are_others() -> None
     assert progress(1, 10, "shards", [60.0]) == "1/10 shards, about 9 min left"
     assert progress(10, 10, "shards", [60.0]) == "10/10 shards"
     assert progress(3, 10, "shards", []) == "3/10 shards"  # all resumed: no pace yet
+
+
+@pytest.mark.parametrize("change", ["pseudo-labels", "labeler training", "method code"])
+def test_a_killed_run_starts_afresh_when_what_it_trained_on_changed(tmp_path, setting,
+                                                                   monkeypatch, capsys, change):
+    """A run killed after an epoch, then run again after its labeler was retrained (other
+    pseudo-labels, or another labeler training in the step's meta) or its own method's code was
+    edited: not resumed (epochs of the old labels or loss kept under the new ones, a workflow
+    user's finding), but trained afresh, equal to a run that never saw the old ones."""
+    params, source, split = setting
+    params = tiny_params(epochs=2)
+    meta = {"training_fingerprint": "a" * 16}
+    if change == "method code":
+        code = tmp_path / "mine.py"
+        code.write_text((ROOT / "examples/mart.py").read_text())
+        params["methods"]["mine"] = {"objective": f"{code}:Mart", "data": "labelled",
+                                     "selection": "last", "lam": 6.0}
+        run, data = _run(params, "mine"), training_data(source, split, "labelled", None)
+    else:
+        pseudo = np.random.default_rng(0).integers(0, 10, len(split.unlabelled))
+        run, data = _run(params, "wscat"), training_data(source, split, "pseudo", pseudo)
+    real_save = trainer_module.save_checkpoint
+
+    def save_then_die(path, state):
+        real_save(path, state)
+        if path.name == "last.pt":
+            raise KeyboardInterrupt("killed after epoch 1")
+
+    monkeypatch.setattr(trainer_module, "save_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train(run, data, tmp_path / "run", meta=meta)
+    monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
+    if change == "pseudo-labels":
+        data = training_data(source, split, "pseudo", (pseudo + 1) % 10)
+    elif change == "labeler training":
+        meta = {"training_fingerprint": "b" * 16}
+    else:
+        code.write_text(code.read_text().replace("return loss, {", "return 2 * loss, {"))
+        assert "2 * loss" in code.read_text()
+    capsys.readouterr()
+    train(run, data, tmp_path / "run", meta=meta)
+    assert "ignoring resume/last.pt: it was made with other params" in capsys.readouterr().err
+    train(run, data, tmp_path / "fresh", meta=meta)
+    again, fresh = (load_checkpoint(tmp_path / name / "last.pt") for name in ("run", "fresh"))
+    assert all(torch.equal(again["model"][k], fresh["model"][k]) for k in fresh["model"])

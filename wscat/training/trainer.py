@@ -33,15 +33,28 @@ from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.run_folder import check_run_folder
 from wscat.training.schedule import make_scheduler
 from wscat.optim import SGD
+from wscat import own_method
 from wscat.own_method import is_own
 from wscat.progress import progress
 from wscat.training.speed import (Precision, autocast, begin_graph_step, configure_backend,
                                   prepare_model, uses_cuda_graphs)
 
 
-def _fingerprint(run: RunConfig, data: TrainingData) -> str:
-    sizes = [len(data.labelled_x), len(data.unlabelled_x), len(data.validation_x), data.n_train]
-    blob = json.dumps([asdict(run), sizes], sort_keys=True, default=str)
+def _fingerprint(run: RunConfig, data: TrainingData, meta: dict[str, Any]) -> str:
+    """What a resume/last.pt must have been made with to be resumed: the run's config, the
+    training its step names (meta's training_fingerprint: its labelers' trainings, your own
+    method's code), your method's code itself, and the training data's every image and label
+    (pseudo-labels of a retrained labeler included). Anything else starts afresh."""
+    digest = hashlib.sha256()
+    for tensor in (data.labelled_x, data.labelled_y, data.unlabelled_x, data.unlabelled_y,
+                   data.validation_x, data.validation_y):
+        digest.update(str((tensor.dtype, tuple(tensor.shape))).encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    objective = run.method_params["objective"]
+    code = own_method.digest(objective) if own_method.is_own(objective) else None
+    shape = [data.n_train, data.labelled_per_batch, data.num_classes, data.mean, data.std]
+    blob = json.dumps([asdict(run), shape, digest.hexdigest(), code,
+                       meta.get("training_fingerprint")], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -214,7 +227,7 @@ def _build(run: RunConfig, data: TrainingData, device: torch.device,
             "in_channels": in_channels,
             "num_classes": data.num_classes, "mean": list(data.mean), "std": list(data.std),
             "dataset": run.dataset, "method": run.method, "seed": run.seed,
-            "fingerprint": _fingerprint(run, data)}
+            "fingerprint": _fingerprint(run, data, meta or {})}
     return _Training(model, method, optimizer, scheduler, ema, meta)
 
 
