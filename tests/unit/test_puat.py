@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.helpers.killed import killed_after_first_epoch
 from tests.helpers.tiny import tiny_params
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
@@ -20,7 +21,6 @@ from wscat.methods.puat import (Puat, classifier_gan_loss, discriminator_loss, p
 from wscat.models import SmallCNN
 from wscat.models.gan import Attacker, Discriminator, Generator, halvings
 from wscat.training import train
-from wscat.training import trainer as trainer_module
 from wscat.training.ema import make_ema
 
 KNOBS = dict(pretrain_epochs=1, gan_start_epochs=0.5, adv_rampup_epochs=1, consistency=50.0,
@@ -335,17 +335,7 @@ def test_a_killed_run_through_the_trainer_resumes_exactly(tmp_path, monkeypatch,
     assert float(rows[0]["uae"]) == 0.0 and float(rows[1]["uae"]) > 0.0  # pre-training, the game
     assert all(np.isfinite(float(r["loss"])) for r in rows)
 
-    real_save = trainer_module.save_checkpoint
-
-    def save_then_die(path, state):
-        real_save(path, state)
-        if path.name == "last.pt":
-            raise KeyboardInterrupt("killed after epoch 1")
-
-    monkeypatch.setattr(trainer_module, "save_checkpoint", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        train(run, data, tmp_path / "killed")
-    monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
+    killed_after_first_epoch(monkeypatch, lambda: train(run, data, tmp_path / "killed"))
     train(run, data, tmp_path / "killed")  # resumes from epoch 2: the game, with the Adam states
     straight = load_checkpoint(tmp_path / "straight" / "last.pt")
     resumed = load_checkpoint(tmp_path / "killed" / "last.pt")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers.killed import killed_after_first_epoch
 from tests.helpers.tiny import ROOT, tiny_params
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
@@ -246,17 +247,7 @@ def test_a_killed_run_starts_afresh_when_what_it_trained_on_changed(tmp_path, se
     else:
         pseudo = np.random.default_rng(0).integers(0, 10, len(split.unlabelled))
         run, data = _run(params, "wscat"), training_data(source, split, "pseudo", pseudo)
-    real_save = trainer_module.save_checkpoint
-
-    def save_then_die(path, state):
-        real_save(path, state)
-        if path.name == "last.pt":
-            raise KeyboardInterrupt("killed after epoch 1")
-
-    monkeypatch.setattr(trainer_module, "save_checkpoint", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        train(run, data, tmp_path / "run", meta=meta)
-    monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
+    killed_after_first_epoch(monkeypatch, lambda: train(run, data, tmp_path / "run", meta=meta))
     if change == "pseudo-labels":
         data = training_data(source, split, "pseudo", (pseudo + 1) % 10)
     elif change == "labeler training":
