@@ -18,7 +18,7 @@ from wscat.config import NAMED, SEED_MAX, ConfigError, RunConfig, method_for, un
 from wscat.data import load_dataset
 from wscat.device import check_training_device
 from wscat.errors import OutputError
-from wscat.file_kinds import KIND_NAMES, NPZ_KINDS, file_kind
+from wscat.file_kinds import NPZ_KINDS, described, file_kind, other_kind
 from wscat.io import check_writable, guard_outputs
 from wscat.steps import train
 from wscat.training.run_folder import check_run_folder
@@ -120,9 +120,7 @@ def input_file(value: Any, argument: str) -> Path:
             return path  # wscat.checkpoint says what a file that torch cannot load is
         what = f"not {taken.noun} (nor another file wscat writes)"
     else:
-        what = (f"an .npz of other arrays ({', '.join(found.names[:6])})" if found.kind == "npz"
-                else KIND_NAMES[found.kind])
-        what = f"{what}{' (cut short)' if found.damaged else ''}, not {taken.noun}"
+        what = f"{described(found)}{' (cut short)' if found.damaged else ''}, not {taken.noun}"
     raise ValueError(f"{path} is {what}; pass {argument}= {taken.give}")
 
 
@@ -192,11 +190,9 @@ def images_for(model: nn.Module, images: Any) -> torch.Tensor:
 def check_output(path: Path, own: str, argument: str, writer: str) -> None:
     """Refuse an output path that holds another kind of wscat file than the one written there
     (a checkpoint as out=): writing would destroy it (as wscat.cli.check_output_kinds)."""
-    found = file_kind(path) if path.is_file() else None
-    if found is None or found.kind in (None, own):
+    what = other_kind(path, own)
+    if what is None:
         return
-    what = (f"an .npz of other arrays ({', '.join(found.names[:6])})" if found.kind == "npz"
-            else KIND_NAMES[found.kind])
     raise ValueError(f"{argument}={path} holds {what}, which {writer} would overwrite; choose "
                      f"another {argument}= (nothing was written)")
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from wscat.errors import first_line
-from wscat.file_kinds import KIND_NAMES, file_kind
+from wscat.file_kinds import described, file_kind
 from wscat.io import atomic_path, disk_full
 
 FORMAT = "wscat-checkpoint-v1"
@@ -118,9 +118,8 @@ def _unreadable_line(path: Path, error: BaseException) -> str:
     foreign one, is someone's valid input); torch's own message stays out of the line."""
     found = file_kind(path)
     if found.kind not in (None, "checkpoint") and not found.damaged:
-        what = (f"an .npz of other arrays ({', '.join(found.names[:6])})" if found.kind == "npz"
-                else KIND_NAMES[found.kind])
-        return f"{path} is {what}, not a checkpoint: pass a run's best.pt ({CHECKPOINT_HINT})"
+        return (f"{path} is {described(found)}, not a checkpoint: pass a run's best.pt "
+                f"({CHECKPOINT_HINT})")
     if "weights only" in str(error).lower() or "weights_only" in str(error):
         return (f"checkpoint {path} cannot be read (it holds Python objects beyond tensors, "
                 "which a safe load refuses): it is not a wscat checkpoint; pass a run's best.pt "

@@ -621,19 +621,14 @@ def check_output_kinds(step: str, files: dict[str, Path]) -> None:
     """Refuse an output path that holds another kind of wscat file than the step writes there (a
     checkpoint given as a split's --out): writing would destroy it. A file of the step's own kind
     is rewritten, as a rerun does; a file of no wscat kind (a table, a figure) too."""
-    from wscat.file_kinds import KIND_NAMES, file_kind
+    from wscat.file_kinds import other_kind
 
     if step == "export":  # wscat.export replaces only an earlier entry and its own state dict
         return
     for flag, path in files.items():
-        if not path.is_file():
+        what = other_kind(path, OUTPUT_KINDS.get((step, flag.split()[0])))
+        if what is None:
             continue
-        found = file_kind(path)
-        own = OUTPUT_KINDS.get((step, flag.split()[0]))
-        if found.kind is None or found.kind == own:
-            continue
-        what = (f"an .npz of other arrays ({', '.join(found.names[:6])})" if found.kind == "npz"
-                else KIND_NAMES[found.kind])
         raise ValueError(f"{flag} {path} holds {what}, which `wscat {step}` would overwrite; "
                          "choose another path, or delete that file first (nothing was written)")
 

@@ -8,6 +8,8 @@ import os
 import re
 import zipfile
 
+from wscat.file_kinds import KIND_NAMES, is_npy
+
 DEBUG_ENV = "WSCAT_DEBUG"
 
 # Exit codes: 2 bad input (as argparse), 1 unexpected, 130 interrupted (as a shell's SIGINT),
@@ -44,12 +46,8 @@ def npz_problem(error: BaseException, path: object | None = None) -> str:
     that np.save wrote, by its header), and so is an .npz holding an array of Python objects:
     numpy's own message advises allow_pickle=True, which would run code from a file wscat did
     not write."""
-    header = b""
-    if path is not None and os.path.isfile(str(path)):
-        with open(str(path), "rb") as handle:
-            header = handle.read(6)
-    if header == b"\x93NUMPY":  # np.load returns its one array, not an archive
-        return "it is a single .npy array (np.save), not an .npz archive of named arrays"
+    if path is not None and is_npy(str(path)):  # np.load returns its one array, not an archive
+        return f"it is {KIND_NAMES['npy']}, not an .npz archive of named arrays"
     if isinstance(error, ValueError) and "allow_pickle" in str(error):
         if path is not None and zipfile.is_zipfile(str(path)):
             return ("an array in it holds Python objects (dtype=object), which only a pickle "

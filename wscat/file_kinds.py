@@ -136,6 +136,24 @@ def file_kind(path: str | Path, *, parse_yaml: bool = True) -> FileKind:
     return _text_kind(path, head, parse_yaml)
 
 
+def described(found: FileKind) -> str:
+    """A recognised file as a refusal names it: "a wscat split (`wscat split`)", or an .npz of
+    other arrays by its first arrays' names."""
+    if found.kind == "npz":
+        return f"an .npz of other arrays ({', '.join(found.names[:6])})"
+    return KIND_NAMES[found.kind]
+
+
+def other_kind(path: str | Path, own: str | None) -> str | None:
+    """What `path` holds (`described`) when it is a wscat file of another kind than `own`, the
+    one a step writes there: an output that would destroy it; None otherwise (no file, no wscat
+    kind, or `own`)."""
+    if not os.path.isfile(path):
+        return None
+    found = file_kind(path)
+    return None if found.kind in (None, own) else described(found)
+
+
 def _hint(pattern: str, fields: Mapping[str, Any]) -> str:
     """`pattern` with the known `fields` filled in, the others as their names in capitals (the
     seed as N)."""
@@ -160,12 +178,9 @@ def check_input_kind(path: str | Path | None, expected: str, option: str = "",
         return
     if found.kind == "npy" and expected == "dataset":
         raise ValueError(npy_line(path))
-    if found.kind == "npz":
-        if expected in NPZ_KINDS and set(found.names) & NPZ_KINDS[expected]:
-            return  # the expected arrays, some of them: a damaged file of that kind
-        what = f"an .npz of other arrays ({', '.join(found.names[:6])})"
-    else:
-        what = KIND_NAMES[found.kind]
+    if found.kind == "npz" and expected in NPZ_KINDS and set(found.names) & NPZ_KINDS[expected]:
+        return  # the expected arrays, some of them: a damaged file of that kind
+    what = described(found)
     name, pattern = EXPECTED[expected]
     where = f"pass {option} " if option else "pass "
     raise ValueError(f"{path} is {what}, not a {name}: {where}{_hint(pattern, fields or {})}")

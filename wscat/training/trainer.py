@@ -34,7 +34,6 @@ from wscat.training.run_folder import check_run_folder
 from wscat.training.schedule import make_scheduler
 from wscat.optim import SGD
 from wscat import own_method
-from wscat.own_method import is_own
 from wscat.progress import progress
 from wscat.training.speed import (Precision, autocast, begin_graph_step, configure_backend,
                                   prepare_model, uses_cuda_graphs)
@@ -131,8 +130,8 @@ def _check_finite(flags: torch.Tensor, run: RunConfig, epoch: int) -> None:
     what = "loss" if which == 0 else "gradients"
     if epoch == 0 and step == 0:  # no update yet: the step size cannot be the cause
         objective = run.method_params["objective"]
-        check = (f"your method's loss ({objective}) on one batch" if is_own(objective)
-                 else f"methods.{run.method}'s knobs and the data")
+        check = (f"your method's loss ({objective}) on one batch"
+                 if own_method.is_own(objective) else f"methods.{run.method}'s knobs and the data")
         raise TrainingDiverged(
             f"training {run.method} seed {run.seed} failed at its first step, before any "
             f"update: its {what} was NaN or infinite on the initial weights, so the learning "
