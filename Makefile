@@ -19,7 +19,10 @@ CORES ?= 2
 SNAKEMAKE = $(VENV)/bin/snakemake --cores $(CORES) --
 # Record in dvc.lock what Snakemake built for a dvc.yaml stage, so that `dvc status` agrees with
 # it and `git add dvc.lock` has a file to add (docs/workflow.md, "DVC"); a copy outside git skips it.
-DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; $(VENV)/bin/dvc commit --force
+# First dvc_yaml.py --check: a dvc.yaml that lists runs params.yaml no longer makes (a method or
+# seed dropped) stops here with the command that regenerates it, not in dvc commit.
+DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; \
+	$(VENV)/bin/python workflow/scripts/dvc_yaml.py --check && $(VENV)/bin/dvc commit --force
 
 .PHONY: venv demo table2-digits ablation-digits paper-digits readme report test test-fast \
 	test-slurm clean

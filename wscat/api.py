@@ -259,7 +259,9 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
         core = input_file(checkpoint.parent / PARTS["core"] if core is None else core, "core")
     out = (checkpoint.parent / PARTS[part] if out is None
            else as_path(out, "out", "the path of the metrics JSON to write"))
-    check_output(out, "metrics", "out", "evaluate_checkpoint")
+    check_output(out, "metrics", "out", "evaluate_checkpoint",
+                 {**{key: meta.get(key) for key in ("dataset", "model", "method", "seed")},
+                  "part": part})
     guard({"checkpoint=": checkpoint, "split=": split, "core=": core}, {"out=": out})
     check_writable(out)
     made = None  # the split this call makes, removed again if the evaluation refuses

@@ -14,11 +14,13 @@ import torch
 from torch import nn
 
 from wscat.checkpoint import CheckpointError, check_model, check_trained_by
-from wscat.config import NAMED, SEED_MAX, ConfigError, RunConfig, method_for, unknown_name
+from wscat.config import (NAMED, SEED_MAX, ConfigError, RunConfig, evaluation_for, method_for,
+                          unknown_name)
 from wscat.data import load_dataset
 from wscat.device import check_training_device
 from wscat.errors import OutputError
-from wscat.file_kinds import NPZ_KINDS, described, file_kind, other_kind
+from wscat.file_kinds import NPZ_KINDS, described, file_kind, other_kind, other_run
+from wscat.inference import check_which
 from wscat.io import check_writable, guard_outputs
 from wscat.steps import train
 from wscat.training.run_folder import check_run_folder
@@ -187,20 +189,28 @@ def images_for(model: nn.Module, images: Any) -> torch.Tensor:
     return images
 
 
-def check_output(path: Path, own: str, argument: str, writer: str) -> None:
+def check_output(path: Path, own: str, argument: str, writer: str,
+                 run: dict[str, Any] | None = None) -> None:
     """Refuse an output path that holds another kind of wscat file than the one written there
-    (a checkpoint as out=): writing would destroy it (as wscat.cli.check_output_kinds)."""
+    (a checkpoint as out=), or one of its kind that records another run than `run` (another
+    method's metrics): writing would destroy it (as wscat.cli.check_output_kinds). The same
+    run's file is rewritten, as a rerun does."""
     what = other_kind(path, own)
-    if what is None:
-        return
-    raise ValueError(f"{argument}={path} holds {what}, which {writer} would overwrite; choose "
-                     f"another {argument}= (nothing was written)")
+    if what is not None:
+        raise ValueError(f"{argument}={path} holds {what}, which {writer} would overwrite; "
+                         f"choose another {argument}= (nothing was written)")
+    what = other_run(path, own, run or {})
+    if what is not None:
+        raise ValueError(f"{argument}={path} holds {what}, which {writer} would overwrite; "
+                         f"pass another {argument}=, or delete that file if you mean to replace "
+                         "it (nothing was written)")
 
 
 def check_run_of(checkpoint: Path, meta: dict[str, Any], params: dict[str, Any]) -> None:
     """Refuse, before the split is made, a checkpoint these params cannot evaluate: its dataset,
-    model or method unknown to them, its model another than theirs, or trained with other
-    params (what wscat.steps.evaluate refuses too)."""
+    model or method unknown to them, its model another than theirs, trained with other params
+    (what wscat.steps.evaluate refuses too), or not the checkpoint they evaluate (best.pt or
+    last.pt: evaluation.checkpoint)."""
     names = {key: meta.get(key) for key in ("dataset", "model", "method")}
     if not all(isinstance(name, str) for name in names.values()):
         raise CheckpointError(f"{checkpoint}: its metadata names no dataset, model and method; "
@@ -212,6 +222,9 @@ def check_run_of(checkpoint: Path, meta: dict[str, Any], params: dict[str, Any])
                           f"configure ({section}: {', '.join(params[section])}); pass the "
                           "params it was trained with")
     check_model(checkpoint, meta, names["model"], params["models"][names["model"]])
+    if "which" in meta:  # wscat.inference.load_model's: best.pt or last.pt, from its content
+        check_which(checkpoint, meta["which"],
+                    evaluation_for(params, names["dataset"])["checkpoint"])
     check_trained_by(checkpoint, meta,
                      training_fingerprint(params, names["dataset"], names["model"],
                                           names["method"]))
@@ -228,17 +241,35 @@ def runs_of(params: dict[str, Any], method: str, dataset: str) -> list[str]:
     return first + [method]
 
 
+def check_pseudo_labels(out_dir: Path, labeler: str, *, dataset: str, model: str,
+                        seed: int) -> None:
+    """Refuse pseudo-labels train_method would write over (out_dir/pseudo-LABELER-seedN.npz)
+    that another run's labeler made: another dataset's or model's in the same out_dir."""
+    path = out_dir / f"pseudo-{labeler}-seed{seed}.npz"
+    what = other_run(path, "pseudo-labels", {"labeler": labeler, "seed": seed,
+                                             "dataset": dataset, "model": model})
+    if what is not None:
+        raise ValueError(f"{path} holds {what}, which train_method would overwrite; pass another "
+                         "out_dir=, or delete that file if you mean to replace it (nothing was "
+                         "written)")
+
+
 def check_training(params: dict[str, Any], method: str, *, dataset: str, model: str,
                     seed: int, out_dir: Path, device: torch.device, device_named: bool) -> None:
     """Before the split is made: what the training of `method` and of its labelers would refuse
-    (wscat.steps.train): an out_dir that is a file or takes no files, a run folder that holds
-    another run, generated images that are not there, a paper-size model on an automatic CPU."""
+    (wscat.steps.train): an out_dir that is a file or takes no files, a run folder or
+    pseudo-labels that hold another run's, generated images that are not there, a paper-size
+    model on an automatic CPU."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"out_dir={out_dir} is a file, not a folder; pass a folder for the "
                          "runs' files (made if missing)")
     check_writable(out_dir, folders=True)
     for name in runs_of(params, method, dataset):
         check_run_folder(out_dir / name, dataset=dataset, model=model, method=name, seed=seed)
+        knobs = method_for(params, name, dataset)
+        if knobs["data"] == "pseudo":
+            check_pseudo_labels(out_dir, knobs["labeler"], dataset=dataset, model=model,
+                                seed=seed)
         generated = method_for(params, name, dataset).get("generated")
         if generated and not Path(generated).is_file():
             raise InputNotFound(f"generated-data file not found: {Path(generated).resolve()} "

@@ -607,7 +607,7 @@ def guard(args: argparse.Namespace) -> None:
         inputs = {flag: value for flag, value in inputs.items() if flag != "--params"}
     guard_outputs({input_name(args.step, flag): value for flag, value in inputs.items()},
                   files, folders)
-    check_output_kinds(args.step, files)
+    check_output_kinds(args.step, files, run_of(args))
 
 
 # The kind of wscat file (wscat.file_kinds) each output is; every other output is none of them.
@@ -617,20 +617,45 @@ OUTPUT_KINDS = {("split", "--out"): "split", ("pseudo-label", "--out"): "pseudo-
                 ("analyse", "--out"): "npz"}  # analyse: arrays of its own (embeddings, ...)
 
 
-def check_output_kinds(step: str, files: dict[str, Path]) -> None:
+def run_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The run a parsed command writes for: its dataset, model, method or labeler, seed, part."""
+    return {name: getattr(args, name, None)
+            for name in ("dataset", "model", "method", "labeler", "seed", "part")}
+
+
+def check_output_kinds(step: str, files: dict[str, Path],
+                       run: dict[str, Any] | None = None) -> None:
     """Refuse an output path that holds another kind of wscat file than the step writes there (a
-    checkpoint given as a split's --out): writing would destroy it. A file of the step's own kind
-    is rewritten, as a rerun does; a file of no wscat kind (a table, a figure) too."""
-    from wscat.file_kinds import other_kind
+    checkpoint given as a split's --out), or a file of its kind that records another run than
+    `run` (seed 2's split as seed 1's --out): writing would destroy it. A file of the step's
+    own kind and run is rewritten, as a rerun does; a file of no wscat kind (a table) too."""
+    from wscat.file_kinds import other_kind, other_run
 
     if step == "export":  # wscat.export replaces only an earlier entry and its own state dict
         return
     for flag, path in files.items():
-        what = other_kind(path, OUTPUT_KINDS.get((step, flag.split()[0])))
-        if what is None:
-            continue
-        raise ValueError(f"{flag} {path} holds {what}, which `wscat {step}` would overwrite; "
-                         "choose another path, or delete that file first (nothing was written)")
+        own = OUTPUT_KINDS.get((step, flag.split()[0]))
+        what = other_kind(path, own)
+        if what is not None:
+            raise ValueError(f"{flag} {path} holds {what}, which `wscat {step}` would "
+                             "overwrite; choose another path, or delete that file first "
+                             "(nothing was written)")
+        what = other_run(path, own, run or {})
+        if what is not None:
+            raise ValueError(f"{flag} {path} holds {what}, which `wscat {step}` would "
+                             f"overwrite; pass another {flag.split()[0]}, or delete that file "
+                             "if you mean to replace it (nothing was written)")
+
+
+def check_evaluated(args: argparse.Namespace, params: dict[str, Any]) -> None:
+    """`wscat evaluate`: its --checkpoint is the one of a run the params evaluate (best.pt or
+    last.pt, evaluation.checkpoint), as its metrics will record."""
+    from wscat.config import evaluation_for
+    from wscat.inference import check_which, file_which
+
+    which = file_which(args.checkpoint)
+    if which is not None:
+        check_which(args.checkpoint, which, evaluation_for(params, args.dataset)["checkpoint"])
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -653,6 +678,8 @@ def run(args: argparse.Namespace) -> None:
         if params is not None:
             _check_names(params, args)
         check_input_kinds(args, params)
+        if args.step == "evaluate":
+            check_evaluated(args, params)
         COMMANDS[args.step].run(args, params)
 
 

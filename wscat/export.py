@@ -29,6 +29,7 @@ import torch
 from wscat.checkpoint import load_checkpoint, save_tensors
 from wscat.errors import OutputError
 from wscat.file_kinds import KIND_NAMES, file_kind
+from wscat.inference import epochs_completed, which_of
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.metrics import is_percent
 from wscat.models import LogitsOnly
@@ -156,7 +157,8 @@ def _rebuild(meta: dict[str, Any], state: dict[str, Any], accuracy: dict[str, fl
         "mean": meta["mean"],
         "std": meta["std"],
         "input_range": [0.0, 1.0],  # the model normalises inside
-        "checkpoint_epoch": state.get("epoch"),
+        "checkpoint_epoch": epochs_completed(state),  # last.pt's 0-based epoch, + 1
+        "checkpoint": which_of(state),  # best or last
         "accuracy": accuracy,
         "manifest": manifest,
     }

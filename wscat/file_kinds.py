@@ -154,6 +154,74 @@ def other_kind(path: str | Path, own: str | None) -> str | None:
     return None if found.kind in (None, own) else described(found)
 
 
+# What a file of each kind records of the run it belongs to, checked before a step rewrites it:
+# a rerun rewrites its own file, never another run's (`wscat split --seed 2 --out .../seed1.npz`).
+RUN_FIELDS = {"split": ("dataset", "seed"),
+              "pseudo-labels": ("labeler", "seed", "dataset", "model"),
+              "pseudo-report": ("labeler", "seed", "dataset"),
+              "metrics": ("method", "seed", "dataset", "model", "part"),
+              "validation": ("method", "seed", "dataset", "model")}
+RUN_NOUNS = {"split": "the split", "pseudo-labels": "the pseudo-labels",
+             "pseudo-report": "the pseudo-label report", "metrics": "the metrics",
+             "validation": "the validation scores"}
+
+
+def recorded_run(path: str | Path, kind: str) -> dict[str, Any]:
+    """The run a file of `kind` (a key of RUN_FIELDS) records: those of its fields it holds (a
+    file written before one was recorded lacks it; a metrics file without `part` is part all);
+    {} when it cannot be read."""
+    fields = RUN_FIELDS[kind]
+    try:
+        if kind in NPZ_KINDS:
+            import numpy as np
+
+            with np.load(path, allow_pickle=False) as data:
+                return {key: data[key].item() for key in fields
+                        if key in data.files and data[key].ndim == 0}
+        data = json.loads(Path(path).read_text())
+    except Exception:  # noqa: BLE001 - unreadable or damaged: its loader judges it
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    record = {key: data[key] for key in fields if key in data}
+    return {**record, "part": data.get("part", "all")} if kind == "metrics" else record
+
+
+def _same(key: str, held: Any, wanted: Any) -> bool:
+    """Whether a recorded field is the run's: parts core and all share a file (the core's
+    numbers, all adding the extras), extra has its own."""
+    if key == "part":
+        return (held == "extra") == (wanted == "extra")
+    return held == wanted
+
+
+def _run_words(run: Mapping[str, Any], show_part: bool) -> str:
+    """A run as a refusal names it: "wscat seed 1 on digits (cnn)", a split's "digits seed 1"."""
+    who = run.get("method", run.get("labeler"))
+    words = [str(who if who is not None else run.get("dataset", "")),
+             f"seed {run['seed']}" if "seed" in run else "",
+             f"on {run['dataset']}" if who is not None and "dataset" in run else "",
+             f"({run['model']})" if "model" in run else ""]
+    text = " ".join(word for word in words if word)
+    return f"{text}, part {run['part']}" if show_part else text
+
+
+def other_run(path: str | Path, kind: str | None, run: Mapping[str, Any]) -> str | None:
+    """What `path`, a file of `kind`, holds when it records another run than `run` (compared on
+    the fields both name): "the split of digits seed 2, not of digits seed 1"; None when it is
+    `run`'s own (a rerun rewrites it), records none, cannot be read, or is no file."""
+    if kind not in RUN_FIELDS or not os.path.isfile(path) or file_kind(path).kind != kind:
+        return None
+    held = recorded_run(path, kind)
+    wanted = {key: value for key, value in run.items() if value is not None and key in held}
+    if all(_same(key, held[key], value) for key, value in wanted.items()):
+        return None
+    show_part = "part" in wanted and not _same("part", held["part"], wanted["part"])
+    held = {key: held[key] for key in wanted}
+    return (f"{RUN_NOUNS[kind]} of {_run_words(held, show_part)}, not of "
+            f"{_run_words(wanted, show_part)}")
+
+
 def _hint(pattern: str, fields: Mapping[str, Any]) -> str:
     """`pattern` with the known `fields` filled in, the others as their names in capitals (the
     seed as N)."""

@@ -3,6 +3,7 @@ what pseudo-labelling, evaluation and the figures share. Beside wscat.checkpoint
 writes the files."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,45 @@ def load_model(checkpoint: Path, device: torch.device, *, model: str | None = No
         raise CheckpointError(f"{checkpoint}: its metadata does not describe a model "
                               f"({type(error).__name__}: {error}); delete it and retrain") from error
     load_weights(net, weights, checkpoint)
-    return net.eval(), {**meta, "epoch": state.get("epoch", state.get("best", {}).get("epoch"))}
+    return net.eval(), {**meta, "epoch": epochs_completed(state), "which": which_of(state)}
+
+
+def which_of(state: dict[str, Any]) -> str:
+    """Which checkpoint of a run `state` is, from its content: "last" (last.pt, the final
+    training state a resume continues from: weights, optimiser, history) or "best" (best.pt,
+    the validation-selected weights)."""
+    return "last" if "optimizer" in state else "best"
+
+
+def epochs_completed(state: dict[str, Any]) -> int | None:
+    """The epochs trained into a checkpoint's weights. best.pt records that number; last.pt
+    records its last epoch's 0-based index (the one a resume continues after,
+    wscat.training.trainer._resume), one less."""
+    if "epoch" not in state:  # the best epoch's record, counted as best.pt counts
+        best = state.get("best")
+        return best.get("epoch") if isinstance(best, dict) else None
+    return int(state["epoch"]) + 1 if which_of(state) == "last" else state["epoch"]
+
+
+def check_which(checkpoint: Path, which: str, wanted: str) -> None:
+    """Refuse (ValueError, one line) evaluating another checkpoint of a run than the params'
+    evaluation.checkpoint names: the metrics record which one they measured."""
+    if which != wanted:
+        raise ValueError(f"{checkpoint} is a run's {which}.pt, but these params evaluate its "
+                         f"{wanted}.pt (evaluation.checkpoint: {wanted}); pass its {wanted}.pt, "
+                         f"or set evaluation.checkpoint: {which} in the params")
+
+
+def file_which(checkpoint: Path) -> str | None:
+    """`which_of` a checkpoint file, read memory-mapped (its tensors are not loaded); None when
+    it cannot be read as one (its loader says why)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - any unreadable file: wscat.checkpoint judges it
+        return None
+    return which_of(state) if isinstance(state, dict) else None
 
 
 def logits_of(output: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

@@ -78,8 +78,11 @@ def test_insert_refuses_a_flow_mapping() -> None:
     (lambda p: np.savez(p, x_train=pixels((8, 8, 8, 1)), y_train=np.arange(8) % 4),
      "needs at least 6"),
     (lambda p: np.savez(p, x_train=pixels((40, 8, 8, 1)), y_train=np.arange(40) % 4,
-                        x_test=pixels((4, 8, 8, 1))), "y_test"),
-], ids=["float", "channel-first", "too-few", "half-test-part"])
+                        x_test=pixels((4, 8, 8, 1))), "no y_test beside x_test; expected keys "
+     r"x_train, y_train \(required\) and x_test, y_test \(optional, together"),
+    (lambda p: np.savez(p, x_train=pixels((40, 8, 8, 1))),  # the optional pair is not "missing"
+     r"no y_train; expected keys x_train, y_train \(required\) and x_test, y_test \(optional"),
+], ids=["float", "channel-first", "too-few", "half-test-part", "x-train-only"])
 def test_a_bad_npz_writes_nothing(tmp_path: Path, make, mentions: str) -> None:
     params = tmp_path / "params.yaml"
     params.write_text((ROOT / "params.yaml").read_text())

@@ -287,3 +287,51 @@ def test_a_missing_exported_entry_or_its_state_dict_is_one_line(made, tmp_path):
     shutil.copy(made["entry"], entry)  # without its NAME.pt
     refused(lambda: api.load_exported(entry), str(entry.with_suffix(".pt")),
             "keep NAME.pt beside NAME.json", error=api.InputNotFound)
+
+
+# --- 7: an output of another run is never written over ------------------------------------------
+
+def test_metrics_of_another_run_or_part_are_refused_and_left_as_they_were(made, tmp_path):
+    """evaluate_checkpoint(out=) rewrites the metrics of its own run only, as `wscat evaluate`."""
+    own = json.loads(made["metrics"].read_text())
+    for change, words in [({"method": "trades"}, "holds the metrics of trades seed 1 on digits "
+                           "(cnn), not of standard seed 1 on digits (cnn)"),
+                          ({"seed": 2}, "of standard seed 2 on digits (cnn), not of standard "
+                           "seed 1"),
+                          ({"part": "extra"}, "part extra, not of standard seed 1 on digits "
+                           "(cnn), part core")]:
+        other = tmp_path / "other.json"
+        other.write_text(json.dumps({**own, **change}))
+        before = other.read_bytes()
+        refused(lambda: api.evaluate_checkpoint(made["checkpoint"], params=made["params"],
+                                                out=other, device="cpu"),
+                f"out={other} ", words, "pass another out=, or delete that file")
+        assert other.read_bytes() == before
+    assert files(tmp_path) == {"other.json"}
+
+
+def test_pseudo_labels_of_another_model_are_refused_before_any_training(tmp_path, tiny):
+    """train_method("rst") writes its labeler's pseudo-labels to out_dir/pseudo-standard-seed1.npz:
+    one another model's labeler made stays as it was, and nothing is trained."""
+    pseudo = tmp_path / "runs" / "pseudo-standard-seed1.npz"
+    pseudo.parent.mkdir()
+    np.savez(pseudo, indices=np.arange(3), pseudo_labels=np.zeros(3, dtype=np.int64),
+             labeler=np.array("standard"), dataset=np.array("digits"), seed=np.array(1),
+             model=np.array("wrn-16-4"))
+    before = pseudo.read_bytes()
+    refused(lambda: api.train_method("rst", out_dir=tmp_path / "runs", params=tiny,
+                                     device="cpu"),
+            f"{pseudo} holds the pseudo-labels of standard seed 1 on digits (wrn-16-4), not of "
+            "standard seed 1 on digits (cnn)", "pass another out_dir=")
+    assert pseudo.read_bytes() == before and files(tmp_path / "runs") == {pseudo.name}
+
+
+def test_last_pt_is_evaluated_only_where_the_params_evaluate_last(made, tmp_path):
+    """The metrics record which checkpoint they measured from the params (evaluation.checkpoint):
+    a run's last.pt under `checkpoint: best` is refused, not recorded as best."""
+    last = made["runs"] / "standard" / "last.pt"
+    refused(lambda: api.evaluate_checkpoint(last, params=made["params"], out=tmp_path / "m.json",
+                                            device="cpu"),
+            f"{last} is a run's last.pt, but these params evaluate its best.pt "
+            "(evaluation.checkpoint: best); pass its best.pt, or set evaluation.checkpoint: last")
+    assert files(tmp_path) == set()

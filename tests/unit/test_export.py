@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from tests.helpers.tiny import tiny_params, write_params
 from wscat import cli
@@ -151,3 +152,29 @@ def test_the_api_refuses_as_the_command_does(work: Path) -> None:
     with pytest.raises(OSError, match="is the input --checkpoint"):
         export_model("run/best.pt", "m.json", "run/best.json")
     assert not (work / "run/last.json").exists() and not (work / "run/best.json").exists()
+
+
+def test_last_pt_counts_its_epochs_as_best_pt_does(work: Path, capsys) -> None:
+    """last.pt stores its last epoch 0-based (what a resume continues after); the readers count
+    epochs completed: a 2-epoch run's last.pt is evaluated and exported as epoch 2, `which: last`,
+    and under `evaluation.checkpoint: best` it is refused rather than recorded as best."""
+    assert load_checkpoint(work / "run/last.pt")["epoch"] == 1  # the trainer's meaning, kept
+    run = ["--dataset", "digits", "--model", "cnn", "--method", "standard", "--seed", "1",
+           "--split", "s.npz", "--checkpoint", "run/last.pt", "--part", "core", "--device", "cpu"]
+    refused(["evaluate", *run, "--out", "last.json"], work, capsys,
+            "run/last.pt is a run's last.pt, but these params evaluate its best.pt "
+            "(evaluation.checkpoint: best); pass its best.pt, or set evaluation.checkpoint: last")
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["evaluation"]["checkpoint"] = "last"
+    (work / "last.yaml").write_text(yaml.safe_dump(params))
+    assert cli.main(["evaluate", "--params", "last.yaml", *run, "--out", "last.json"]) == 0
+    recorded = json.loads((work / "last.json").read_text())["manifest"]["checkpoint"]
+    assert (recorded["epoch"], recorded["which"]) == (2, "last")
+    assert cli.main(["export", "--checkpoint", "run/last.pt", "--metrics", "last.json", "--out",
+                     "last-e.json"]) == 0
+    block = json.loads((work / "last-e.json").read_text())["wscat"]
+    assert (block["checkpoint_epoch"], block["checkpoint"]) == (2, "last")
+    assert cli.main([*EXPORT, "best-e.json"]) == 0
+    best = json.loads((work / "best-e.json").read_text())["wscat"]
+    assert best["checkpoint"] == "best"
+    assert best["checkpoint_epoch"] == load_checkpoint(work / "run/best.pt")["epoch"]

@@ -170,8 +170,61 @@ def test_an_edited_dvc_yaml_is_detected(tmp_path: Path, env: dict[str, str]) -> 
     edited.write_text(re.sub(r"\n *- results/metrics/[^\n]*seed1\.json:\n[^\n]*\n[^\n]*", "", text, count=1))
     assert edited.read_text() != text
     result = run([*DVC_YAML, "--check", "--root", str(root), "--output", str(edited)], ROOT, env)
-    assert result.returncode == 1
-    assert "out of date" in result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "lacks results/metrics/digits/cnn/" in result.stderr, result.stderr
+    assert "regenerate it with `.venv/bin/python workflow/scripts/dvc_yaml.py`" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_dropped_method_or_seed_is_caught_before_dvc_commit(tmp_path: Path,
+                                                              env: dict[str, str]) -> None:
+    """docs/workflow.md: drop a method from experiments.digits to skip it. The committed dvc.yaml
+    still lists its metrics, and `dvc commit` (make demo's last step) would fail on the first
+    one missing: `--check`, which the Makefile runs first, says so in one line with the command
+    that regenerates dvc.yaml, and writes nothing."""
+    params = tiny_params()
+    params["experiments"]["digits"]["seeds"] = [1, 2]
+    root = copy_workflow(tmp_path / "wf", params)
+    assert run([*DVC_YAML, "--root", str(root)], ROOT, env).returncode == 0
+    generated = (root / "dvc.yaml").read_text()
+    params["experiments"]["digits"]["methods"].remove("mt")
+    params["experiments"]["digits"]["seeds"] = [1]
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    result = run([*DVC_YAML, "--check", "--root", str(root)], ROOT, env)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "lists results/metrics/digits/cnn/" in result.stderr and "more, which params.yaml " \
+        "no longer makes" in result.stderr, result.stderr
+    assert "regenerate it with `.venv/bin/python workflow/scripts/dvc_yaml.py`" in result.stderr
+    assert (root / "dvc.yaml").read_text() == generated
+    assert run([*DVC_YAML, "--root", str(root)], ROOT, env).returncode == 0
+    assert run([*DVC_YAML, "--check", "--root", str(root)], ROOT, env).returncode == 0
+    assert "mt/seed1.json" not in (root / "dvc.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_the_check_keeps_the_stages_you_chose(tmp_path: Path, env: dict[str, str]) -> None:
+    """A dvc.yaml written with --experiments is checked against those stages, not the demo's
+    alone, and a stale one is told the same --experiments to regenerate with."""
+    params = tiny_params()
+    demo = params["experiments"]["digits"]
+    params["experiments"]["digits-b"] = {**demo, "methods": ["standard", "trades"]}
+    root = copy_workflow(tmp_path / "wf", params)
+    two = ["--root", str(root), "--experiments", "digits", "digits-b"]
+    assert run([*DVC_YAML, *two], ROOT, env).returncode == 0
+    assert run([*DVC_YAML, "--check", "--root", str(root)], ROOT, env).returncode == 0
+    params["experiments"]["digits-b"]["methods"] = ["standard"]
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    result = run([*DVC_YAML, "--check", "--root", str(root)], ROOT, env)
+    assert result.returncode == 2, result.stderr
+    assert "`.venv/bin/python workflow/scripts/dvc_yaml.py --experiments digits digits-b`" \
+        in result.stderr, result.stderr
+
+
+def test_the_makefile_checks_dvc_yaml_before_it_records() -> None:
+    """make demo's DVC step runs `dvc_yaml.py --check` and `dvc commit` only when it passes."""
+    record = next(line for line in re.sub(r"\\\n\s*", " ", (ROOT / "Makefile").read_text())
+                  .splitlines() if line.startswith("DVC_RECORD ="))
+    assert "workflow/scripts/dvc_yaml.py --check && $(VENV)/bin/dvc commit --force" in record
 
 
 def test_git_tracks_the_tables_and_metrics_dvc_does_not_cache(env: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ its learning curves (training loss, validation accuracy) per experiment, one lin
 `dvc plots show` and `dvc plots diff`.
 
     python workflow/scripts/dvc_yaml.py            # write dvc.yaml: the demo's stage
-    python workflow/scripts/dvc_yaml.py --check    # exit 1 if dvc.yaml is out of date
+    python workflow/scripts/dvc_yaml.py --check    # exit 2, one line, if dvc.yaml is out of date
     python workflow/scripts/dvc_yaml.py --experiments digits cifar10   # these stages (--all: every one)
 
 Every output is `cache: false` (small text, reviewed in git) and `persist: true`:
@@ -27,7 +27,6 @@ results/models/.
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import subprocess
 import sys
@@ -199,30 +198,88 @@ def render(root: Path, names: list[str] | None = None, every: bool = False) -> s
     return HEADER + body
 
 
+def stage_names(text: str) -> list[str]:
+    """The experiments a dvc.yaml has stages for (not its fetch-<dataset> stages)."""
+    try:
+        stages = (yaml.safe_load(text) or {}).get("stages") or {}
+    except (yaml.YAMLError, AttributeError):
+        return []
+    return [name for name in stages if not str(name).startswith("fetch-")]
+
+
+def _outs(text: str) -> set[str]:
+    """Every output path of a dvc.yaml's stages (outs and metrics)."""
+    try:
+        stages = (yaml.safe_load(text) or {}).get("stages") or {}
+    except (yaml.YAMLError, AttributeError):
+        return set()
+    return {path for stage in stages.values() if isinstance(stage, dict)
+            for key in ("outs", "metrics") for entry in stage.get(key) or []
+            for path in (entry if isinstance(entry, dict) else [entry])}
+
+
+def regenerate_command(names: list[str], default: str, every: bool) -> str:
+    """The command that writes dvc.yaml with these experiments' stages."""
+    command = ".venv/bin/python workflow/scripts/dvc_yaml.py"
+    if every:
+        return command + " --all"
+    return command if names in ([], [default]) else f"{command} --experiments {' '.join(names)}"
+
+
+def stale_line(output: Path, current: str, text: str, command: str) -> str:
+    """Why `output` (`current`) is not `text`, the dvc.yaml the params give, in one line."""
+    old, new = _outs(current), _outs(text)
+    if not current:
+        what = "is missing"
+    elif old - new:
+        gone = sorted(old - new)
+        what = (f"lists {gone[0]}{f' and {len(gone) - 1} more' if len(gone) > 1 else ''}, "
+                "which params.yaml no longer makes (a method or seed dropped?)")
+    elif new - old:
+        added = sorted(new - old)
+        what = (f"lacks {added[0]}{f' and {len(added) - 1} more' if len(added) > 1 else ''}, "
+                "which params.yaml now makes")
+    else:
+        what = "differs from what the workflow and params.yaml generate"
+    return (f"dvc_yaml: {output} {what}; regenerate it with `{command}` (then `git add "
+            f"{output.name}`), and run again")
+
+
+def check(root: Path, output: Path, names: list[str] | None, every: bool) -> int:
+    """0 when `output` is what the params generate for its own stages (or `names`); else one
+    line naming the command that regenerates it, exit 2. Writes nothing."""
+    current = output.read_text() if output.is_file() else ""
+    try:
+        params = load_params(root / "params.yaml")
+    except ConfigError as error:
+        sys.exit(f"dvc_yaml: {error}")
+    default = targets.default_experiment(params)
+    names = names or [name for name in stage_names(current) if name in params["experiments"]]
+    text = render(root, names or None, every)
+    if current == text:
+        return 0
+    print(stale_line(output, current, text, regenerate_command(names, default, every)),
+          file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="workflow root (default: this repo)")
     parser.add_argument("--output", type=Path, help="dvc.yaml to write or check (default: ROOT/dvc.yaml)")
     parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 if the file differs from what would be generated")
+                        help="do not write; exit 2 with one line naming the command to run if the "
+                             "file differs from what would be generated (by default for the "
+                             "experiments it has stages for)")
     parser.add_argument("--experiments", nargs="+", metavar="NAME",
                         help="the experiments that get a stage (default: the demo's, the first)")
     parser.add_argument("--all", action="store_true", help="a stage for every experiment")
     args = parser.parse_args(argv)
     root = args.root.resolve()
     output = args.output or root / "dvc.yaml"
-    text = render(root, args.experiments, args.all)
     if args.check:
-        current = output.read_text() if output.is_file() else ""
-        if current != text:
-            diff = difflib.unified_diff(current.splitlines(keepends=True), text.splitlines(keepends=True),
-                                        str(output), "generated")
-            sys.stderr.writelines(diff)
-            print(f"dvc_yaml: {output} is out of date with the Snakemake DAG; regenerate it with "
-                  "`.venv/bin/python workflow/scripts/dvc_yaml.py`", file=sys.stderr)
-            return 1
-        return 0
-    output.write_text(text)
+        return check(root, output, args.experiments, args.all)
+    output.write_text(render(root, args.experiments, args.all))
     return 0
 
 

@@ -58,6 +58,8 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
         with open(tmp, "wb") as handle:
             np.savez(handle, indices=split.unlabelled, pseudo_labels=predicted.numpy(),
                      labeler=np.array(labeler),  # both checked by the training that reads them
-                     labeler_training=np.array(meta.get("training_fingerprint") or ""))
+                     labeler_training=np.array(meta.get("training_fingerprint") or ""),
+                     dataset=np.array(dataset), seed=np.array(seed),  # whose file it is
+                     **({} if model is None else {"model": np.array(model)}))
     write_json(metrics, report)
     return report

@@ -25,6 +25,18 @@ def _path(name: str, cfg: Mapping[str, Any]) -> Path:
     return Path(cfg["path"])
 
 
+def _absent_line(absent: list[str]) -> str:
+    """What an archive lacks, the required keys told from the optional pair."""
+    required = [key for key in absent if key not in TEST_KEYS]
+    keys = (f"expected keys {', '.join(k for k in KEYS if k not in TEST_KEYS)} (required) and "
+            f"{', '.join(TEST_KEYS)} (optional, together: the test part; without both, "
+            "test_fraction holds one out)")
+    if required:
+        return f"no {', '.join(required)}; {keys}"
+    (given,) = [key for key in TEST_KEYS if key not in absent]
+    return f"no {absent[0]} beside {given}; {keys}"
+
+
 class _Refused(Exception):
     """A problem with the npz's content that its own line says in full (not np.load's words)."""
 
@@ -116,8 +128,7 @@ class Npz:
                 # No test part at all: datasets.<name>.test_fraction holds one out (wscat split).
                 no_test = set(absent) == set(TEST_KEYS)
                 if absent and not no_test:
-                    raise ValueError(f"no {', '.join(absent)}; expected keys {', '.join(KEYS)} "
-                                     f"(or no {' and no '.join(TEST_KEYS)}: no test part)")
+                    raise ValueError(_absent_line(absent))
                 x_train = _channels_first(_array(data, "x_train"), "x_train")
                 if not x_train.size:  # before the statistics, which would divide by 0
                     raise ValueError(f"x_train is empty (shape {data['x_train'].shape}); store "
