@@ -14,7 +14,9 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 QUIET_PIP = 2> >(grep -v '^WARNING: Location .* is ignored' >&2)
 
 # Jobs side by side. Each job computes on one thread, so any number gives the same results bit for
-# bit; on a bigger machine `make demo CORES=8` (a job holds up to ~0.8 GB of memory).
+# bit (so do the slurm-cpu profile's jobs: one thread each); more threads per job (--set-threads)
+# change CPU results in the last bits. On a bigger machine `make demo CORES=8` (a job holds up to
+# ~0.8 GB of memory).
 CORES ?= 2
 SNAKEMAKE = $(VENV)/bin/snakemake --cores $(CORES) --
 # Record in dvc.lock what Snakemake built for a dvc.yaml stage, so that `dvc status` agrees with

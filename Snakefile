@@ -76,3 +76,4 @@ for target_rule, target_files, target_doc in get_named_targets():
 
 # Last, once every rule exists: a target no rule makes ends the run in one line.
 stop_on_unknown_target(workflow)
+check_slurm_run()  # the slurm executor: its profile and cluster, before any job

@@ -99,6 +99,18 @@ def test_every_gpu_rule_of_the_workflow_is_switched_by_the_cpu_profile() -> None
     assert threaded <= set(profile("slurm")["set-threads"]), threaded
 
 
+def test_every_compute_rule_of_the_cpu_profile_computes_on_one_thread() -> None:
+    """CPU float results depend on the thread count; a local run computes on one thread, so the
+    CPU cluster's jobs must too for its numbers to equal a local run's (issue: 16 threads gave
+    other weights). The GPU profile keeps CPU threads (data loading) but for analyse's t-SNE."""
+    assert profile("slurm-cpu")["set-threads"] == {rule: 1 for rule in REMOTE_RULES}
+    gpu = profile("slurm")["set-threads"]
+    assert gpu["analyse"] == gpu["paper_figure"] == 1
+    for name in ("slurm", "slurm-cpu"):
+        text = (PROFILES / name / "config.yaml").read_text()
+        assert "slurm-no-account" in text  # the plugin's option, and why it is not set
+
+
 def test_the_profiles_choose_a_status_command_that_works_without_accounting() -> None:
     for name in ("slurm", "slurm-cpu"):
         config = profile(name)
@@ -198,6 +210,14 @@ def test_metrics_of_an_older_training_are_stale_even_when_its_retraining_failed(
 
 
 @pytest.mark.slow
+def test_the_metrics_record_the_cpu_threads_of_training_and_evaluation(standard_run) -> None:
+    """On a CPU both change the numbers; recorded outside the fingerprint (older runs stay valid)."""
+    data = json.loads((standard_run / "results/metrics/digits/cnn/standard/seed1.json").read_text())
+    assert data["manifest"]["cpu_threads"] == {"training": {"from epoch 1": 1}, "evaluation": 1}
+    assert set(data["manifest"]["training"]) == {"fingerprint", "weights_sha256"}
+
+
+@pytest.mark.slow
 def test_the_table_refuses_metrics_of_mixed_trainings(standard_run, env: dict[str, str],
                                                       tmp_path: Path) -> None:
     """Two seeds, one measured after a training change: refused, the stale one named."""
@@ -272,13 +292,12 @@ def cluster_params() -> dict:
     return params
 
 
-def slurm_profile(dest: Path) -> Path:
-    """The shipped CPU profile, edited as docs/workflow.md tells a user of a small cluster: the
-    partition, and sizes that fit its one 2-CPU node (pseudo-labelling asks for both CPUs: the
-    threads check; the trainings one each, as the local run beside them on the same 2 cores)."""
+def slurm_profile(dest: Path, partition: str = "debug") -> Path:
+    """The shipped CPU profile, edited as docs/workflow.md (step 3) tells a user of a small
+    cluster: the partition, and memory and time that fit its one node; its own set-threads (one
+    thread per job, as a local run computes) untouched."""
     config = profile("slurm-cpu")
-    config["default-resources"]["slurm_partition"] = "debug"
-    config["set-threads"] = {rule: 1 for rule in config["set-threads"]} | {"pseudo_label": 2}
+    config["default-resources"]["slurm_partition"] = partition
     for resources in config["set-resources"].values():
         resources.update(mem_mb=1000, runtime=10)
     dest.mkdir(parents=True)
@@ -319,11 +338,11 @@ def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
     env = {**env, **slurm_cluster}
     started = time.monotonic()
     deadline = started + BUDGET_S
-    # the same target locally, side by side (the same threads per rule)
+    # the same target locally, side by side, as a user runs it (every job on one thread)
     local = workflow_copy(tmp_path / "local", cluster_params())
     local_log = (tmp_path / "local.log").open("w")
     local_run = subprocess.Popen(
-        [BIN / "snakemake", "--cores", "2", "--set-threads", "pseudo_label=2", "--", TABLE],
+        [BIN / "snakemake", "--cores", "2", "--", TABLE],
         cwd=local, env=env, stdout=local_log, stderr=subprocess.STDOUT)
     remote = workflow_copy(tmp_path / "slurm", cluster_params())
     profile_dir = slurm_profile(remote / "profile")
@@ -363,11 +382,16 @@ def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
     assert log.startswith("device: cpu, ") and "--device auto" not in log.splitlines()[0], log[:300]
     local_train = (local / "results/logs/train/digits/cnn/wscat/seed1.log").read_text()
     assert "(--device auto: no CUDA device here)" in local_train.splitlines()[0]  # the contrast
-    # a job asks SLURM for its threads as CPUs, and the step runs with as many
+    # a job asks SLURM for its threads as CPUs (the profile's: one), and the step runs with as many
     cpus = {job["comment"].split("_wildcards_")[0]: job["cpus"] for job in states.values()}
-    assert cpus == {"rule_train": "1", "rule_pseudo_label": "2", "rule_evaluate": "1"}, states
+    assert cpus == {"rule_train": "1", "rule_pseudo_label": "1", "rule_evaluate": "1"}, states
     pseudo_log = (remote / "results/logs/pseudo_label/digits/cnn/mt/seed1.log").read_text()
-    assert "(2 threads)" in pseudo_log and "(1 thread)" in log, pseudo_log[:300] + log[:300]
+    assert "(1 thread)" in pseudo_log and "(1 thread)" in log, pseudo_log[:300] + log[:300]
+    # the thread count each computed with is recorded: killed and resumed, still one thread
+    manifest = json.loads((remote / "results/metrics/digits/cnn/wscat/seed1.json").read_text())
+    assert manifest["manifest"]["cpu_threads"] == {"training": {"from epoch 1": 1},
+                                                   "evaluation": 1}
+    assert "CPU thread" not in log  # no change of thread count to report
     # byte-identical to the local run: the table, its twins, the metrics
     compared = sorted(p.relative_to(local) for p in (local / "results").glob("tables/*"))
     compared += [Path("results/metrics/digits/cnn/wscat/seed1.json"),
@@ -376,3 +400,24 @@ def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
     for path in compared:
         assert (remote / path).read_bytes() == (local / path).read_bytes(), path
     assert elapsed < BUDGET_S, f"{elapsed:.0f} s: over the {BUDGET_S} s the test may take"
+
+
+@pytest.mark.slow
+def test_a_wrong_partition_on_a_real_slurm_cluster_stops_in_one_line(
+        slurm_cluster, tmp_path: Path, env: dict[str, str]) -> None:
+    """The shipped profile's partition `cpu` where the cluster has `debug` only: the pre-flight
+    (wscat.slurm_preflight) stops the run at load in one line naming the partitions there;
+    nothing is submitted and nothing written under results/ (not even the local split)."""
+    env = {**env, **slurm_cluster}
+    remote = workflow_copy(tmp_path / "slurm", cluster_params())
+    before = {job["id"] for job in _jobs(env)}
+    result = run([BIN / "snakemake", "--workflow-profile", slurm_profile(remote / "profile", "cpu"),
+                  "--", TABLE], remote, env, timeout=120)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    lines = [line for line in (result.stdout + result.stderr).splitlines()
+             if line.strip() and not line.startswith("Using workflow specific profile")]
+    assert lines == ["wscat: slurm_partition 'cpu' (the profile's default-resources: "
+                     "slurm_partition) is not a partition of this cluster; `sinfo -h -o %P` "
+                     "lists: debug; set slurm_partition in the profile to one of them"], lines
+    assert {job["id"] for job in _jobs(env)} == before
+    assert not (remote / "results").exists()

@@ -6,7 +6,9 @@ from wscat.paths, the sections and checks from wscat.workflow; nothing here impo
 import os
 import sys
 
+from wscat import interrupted
 from wscat import paths
+from wscat import slurm_preflight
 from wscat import targets
 from wscat import workflow as wf
 from wscat.config import ConfigError, evaluation_for
@@ -64,6 +66,31 @@ PARAMS_PATH, _params = or_stop(wf.load_config)(workflow)
 PARAMS = wf.unrecorded(PARAMS_PATH)
 config.clear()
 config.update(_params)
+
+
+def loaded_by_snakemake():
+    """Whether this is the `snakemake` command itself loading the workflow (not a job inside it
+    re-reading the Snakefile on a cluster node)."""
+    mode = getattr(workflow.workflow_settings, "exec_mode", None)
+    return getattr(mode, "name", "DEFAULT") == "DEFAULT"
+
+
+# A training cut short by a killed --forcerun: its old results stand in for it (wscat.interrupted).
+if loaded_by_snakemake():
+    for line in interrupted.warnings(targets=getattr(slurm_preflight.cli_args(), "targets", None)):
+        print(f"wscat: {line}", file=sys.stderr)
+
+
+def check_slurm_run():
+    """Through the slurm executor: the profile's keys, the Slurm client and the cluster checked
+    once, before any job (wscat.slurm_preflight); a problem ends the run in one line, exit 2 (a
+    dry run only warns). Called last in the Snakefile, once every rule exists."""
+    problem, dry_run = slurm_preflight.problem(workflow)
+    if problem and dry_run:
+        print(f"wscat: warning: {problem} (a real run stops here)", file=sys.stderr)
+    elif problem:
+        print(f"wscat: {problem}", file=sys.stderr)
+        sys.exit(2)
 
 
 # --- targets -------------------------------------------------------------------------------

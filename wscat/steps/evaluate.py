@@ -27,6 +27,7 @@ from wscat.io import check_writable, guard_outputs, output_lock, write_json
 from wscat.metrics import ATTACKS, is_percent
 from wscat.provenance import versions
 from wscat.training.speed import autocast, configure_backend, tf32_flags
+from wscat.training.threads import manifest_entry
 from wscat.workflow import (evaluation_fingerprint, extra_fingerprint, split_params,
                             training_fingerprint)
 
@@ -257,6 +258,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
                                         official_test=source.train_size is not None,
                                         checkpoint=checkpoint, epoch=meta["epoch"], device=device)}
         result["manifest"].update(provenance)
+        result["manifest"].update(manifest_entry(meta, device))  # CPU threads: training, this
         if part != "core":  # NRF's and the checks' settings, which the core's leave out
             result["manifest"]["extra_settings"] = extra_fingerprint(params, dataset)
         if suite.per_image:  # 1/0 per test image, in the evaluated order: the paired bootstrap

@@ -32,6 +32,7 @@ from wscat.training.ema import make_ema, update_ema
 from wscat.training.log import log_epoch, open_curves, write_log
 from wscat.training.run_folder import check_run_folder
 from wscat.training.schedule import make_scheduler
+from wscat.training import threads
 from wscat.optim import SGD
 from wscat import own_method
 from wscat.progress import progress
@@ -226,7 +227,8 @@ def _build(run: RunConfig, data: TrainingData, device: torch.device,
             "in_channels": in_channels,
             "num_classes": data.num_classes, "mean": list(data.mean), "std": list(data.std),
             "dataset": run.dataset, "method": run.method, "seed": run.seed,
-            "fingerprint": _fingerprint(run, data, meta or {})}
+            "fingerprint": _fingerprint(run, data, meta or {}),
+            **threads.training_record(device)}  # not in the fingerprint: older runs stay valid
     return _Training(model, method, optimizer, scheduler, ema, meta)
 
 
@@ -246,6 +248,12 @@ def _resume(training: _Training, resume_dir: Path, run: RunConfig, device: torch
     training.epoch, training.best = state["epoch"] + 1, state["best"]
     training.history = state["history"]
     print(f"resuming {run.method} seed {run.seed} from epoch {training.epoch}", file=sys.stderr)
+    record, changed = threads.resumed_record(state["meta"].get(threads.KEY), training.epoch,
+                                             device, f"{run.method} seed {run.seed}")
+    training.meta.pop(threads.KEY, None)
+    training.meta.update(record)  # its epochs' CPU threads so far, then this process's
+    if changed:
+        print(changed, file=sys.stderr)
 
 
 def _ema_decay(method: Method, progress: float, step: int, cfg: dict[str, Any]) -> float:
