@@ -255,8 +255,10 @@ def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
 
 def _companion_markdown(path: Path) -> str:
     """The companion's CSV as Markdown: ours (mean ± std), the paper's, the difference, and
-    which Mean stands beside the paper's (the companion's note)."""
+    which Mean stands beside the paper's (the companion's note), under the noise it must clear."""
     import csv
+
+    from wscat.report.compare import noise_note
 
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -268,7 +270,8 @@ def _companion_markdown(path: Path) -> str:
         difference = f"{float(row['difference']):+.2f}" if row["difference"] else "-"
         lines.append(f"| {row['method']} | {row['metric']} | {ours} | "
                      f"{float(row['paper']):.2f} | {difference} | {row.get('note') or ''} |")
-    return "\n".join(lines) + "\n"
+    noise = noise_note(float(row["ours_std"]) if row["ours_std"] else None for row in rows)
+    return f"*{noise}*\n\n" + "\n".join(lines) + "\n"
 
 
 def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = False

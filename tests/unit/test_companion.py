@@ -43,6 +43,24 @@ def test_the_paper_tier_csv_carries_the_mean_over_aa_paper_per_seed(tier_work, t
     assert "Mean-paper" not in (tier_work / "ptr.tex").read_text()
 
 
+@pytest.mark.parametrize("label", ["Tab-RQ1-digits", "Tab-ap-digits"])
+def test_the_paper_tiers_performance_and_ablation_tables_say_what_is_bold(
+        tmp_path: Path, monkeypatch, tier_params, capsys, label) -> None:
+    """The paper tier's Table 2 and its ablation table name the bold's rule; these test files hold
+    no per-image results, so nothing is bold and the caption says why."""
+    from wscat.report.cells import BOLD_RULE
+
+    monkeypatch.chdir(tmp_path)
+    for path in paper.table_inputs(tier_params, TIER, label, "results"):
+        run = paper.Run(*Path(path).parts[-4:-1], int(Path(path).stem.split("-")[0][4:]))
+        write(path, metrics(tier_params, run, part="extra" if "-extra" in path else None))
+    accepted(["paper-table", "--params", str(PARAMS), "--tier", TIER, "--label", label,
+              "--results", "results", "--tex", "t.tex", "--csv", "t.csv"], capsys)
+    tex = (tmp_path / "t.tex").read_text()
+    assert (BOLD_RULE.replace("%", r"\%") + " (none can be here: no per-image results of every "
+            "run on the same images)") in tex and r"\bm{" not in tex
+
+
 @pytest.mark.parametrize("label", ["Tab-mode", "tab-sup"])
 def test_tab_mode_and_tab_sup_carry_it_too(tmp_path: Path, monkeypatch, tier_params, capsys,
                                            label) -> None:
@@ -113,3 +131,16 @@ def test_without_aa_paper_the_mean_row_says_it_is_over_the_standard_aa(tmp_path:
     tex, _ = render(joined, "Tab-RQ1-CIFAR10")
     caption = tex.split(r"\caption{")[1].split(r"\label")[0]
     assert "standard AutoAttack" in caption and "Mean-paper" not in caption
+
+
+def test_the_caption_gives_the_noise_a_difference_must_clear(tmp_path: Path) -> None:
+    """Our seed spread (the largest std of our cells) and a test set's binomial error, and that a
+    difference inside them is not a finding; one seed says its spread is unmeasured."""
+    joined = join(table_csv(tmp_path, wscat_paper_mean=True))
+    caption = render(joined, "Tab-RQ1-CIFAR10")[0].split(r"\caption{")[1].split(r"\label")[0]
+    assert "a seed's std here up to 1.00 points" in caption
+    assert "sqrt(p(1 - p)/N), 0.50 points at p = 50\\% on N = 10,000" in caption
+    assert "A difference from the paper inside that noise is not a finding." in caption
+    one = [{**row, "ours_std": None} for row in joined]
+    assert "ours is one seed, whose seed-to-seed spread is unmeasured" in render(
+        one, "Tab-RQ1-CIFAR10")[0]

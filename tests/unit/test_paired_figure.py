@@ -9,7 +9,7 @@ import numpy as np
 
 from wscat.metrics import ATTACKS
 from wscat.report import paired
-from wscat.report.paired_figure import PANELS, paired_figure, rows
+from wscat.report.paired_figure import PANELS, joint_note, paired_figure, rows
 
 
 def _flags(seeds: tuple[int, ...]) -> dict:
@@ -46,3 +46,13 @@ def test_one_seed_rows_have_no_interval() -> None:
         flags, ["trades"]), {}, {"trades": "TRADES"})
     assert all(r["ci_low"] is None and r["ci_high"] is None and not r["excludes_zero"]
                for r in plotted)
+
+
+def test_the_figure_says_its_intervals_are_not_a_joint_test() -> None:
+    flags = _flags((1, 2, 3))
+    plotted = rows(paired.paired_by_attack(flags, ["trades", "rst"]),
+                   paired.paired_interval(flags, ["trades", "rst"]), {},
+                   {"trades": "TRADES", "rst": "RST"})
+    assert joint_note(plotted).startswith(f"{len(PANELS) * 2} intervals, each at 95% on its own, "
+                                          "not a joint test")
+    assert joint_note(plotted[:1]) == "One interval at 95%."

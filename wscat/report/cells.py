@@ -1,9 +1,9 @@
 """What a results table shows, shared by its LaTeX (wscat.report.table) and Markdown
-(wscat.report.markdown) forms: the metric rows, their names, the cells as printed, and LaTeX
-escaping."""
+(wscat.report.markdown) forms: the metric rows, their names, the cells as printed, which are bold
+(a lead the paired interval supports, not the highest mean alone), and LaTeX escaping."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from wscat.metrics import ATTACKS
@@ -19,6 +19,9 @@ EXTRA_METRICS = ["AA-paper", "NRF"]
 # paper computed it, over its AutoAttack (AA-paper) instead of the standard AA; the companion
 # `{label}-vs-paper` puts it beside the paper's Mean (wscat.report.compare).
 PAPER_MEAN = "Mean-paper"
+# The captions' words for the bold (`leads`), in .tex, .md and the paper tier's tables.
+BOLD_RULE = ("Bold: the highest mean among the AT methods, where its paired 95% interval "
+             "against every other AT method excludes 0")
 ROW_NAMES = {"AA": "AA (standard)", "AA-paper": "AA (paper's variant)"}
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                    "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
@@ -49,17 +52,50 @@ def row_name(metric: str, metrics: Sequence[str]) -> str:
     return ROW_NAMES.get(metric, metric) if len(metrics) > 6 else metric
 
 
-def shown_cells(summary: pd.DataFrame, methods: Sequence[str], adversarial: Iterable[str]
+def bold_caption(why_none: str = "", rows: Sequence[str] = ()) -> str:
+    """The caption's sentence on the bold: BOLD_RULE, why no cell can be bold (`bold_leads`),
+    and the shown rows that have no paired interval (the extra metrics)."""
+    unpaired = [] if why_none else [ROW_NAMES.get(r, r) for r in rows
+                                     if r in EXTRA_METRICS]
+    return (BOLD_RULE + (f" (none can be here: {why_none})" if why_none else "")
+            + (f"; {', '.join(unpaired)}: no paired interval, no bold" if unpaired else "") + ".")
+
+
+def bold_leads(runs: Sequence[Mapping], methods: Sequence[str], adversarial: Iterable[str]
+          ) -> tuple[dict[str, str], str]:
+    """(metric -> the AT method bold in that row, why no cell can be bold or ''): the paired
+    interval of the row's highest AT mean against every other AT method (`paired.leads`), from the
+    runs' per-image flags. None bold with one seed, one AT method or no usable flags."""
+    from wscat.report import paired
+
+    contenders = [m for m in methods if m in set(adversarial)]
+    runs = [run for run in runs if run["method"] in contenders]
+    if len(contenders) < 2:
+        return {}, "fewer than two AT methods"
+    if len({run["seed"] for run in runs}) < 2:
+        return {}, "one seed"
+    try:
+        flags = paired.correctness(runs)
+    except paired.NotTheTablesMean:
+        return {}, "the per-image results do not give the table's accuracies"
+    except ValueError:
+        return {}, "no per-image results of every run on the same images"
+    return paired.leads(flags, contenders), ""
+
+
+def shown_cells(summary: pd.DataFrame, methods: Sequence[str], adversarial: Iterable[str],
+                leads: Mapping[str, str] | None = None
                 ) -> list[tuple[str, list[tuple[float, float | None, bool]]]]:
-    """Per metric row, per method: (mean, std) rounded as printed, and whether it is the best
-    adversarial-training result of the row (bold; ties included). The std is None for one seed,
-    which has no spread (a printed ± 0.00 would claim one of zero)."""
+    """Per metric row, per method: (mean, std) rounded as printed, and whether it is bold: the
+    AT method `leads` names for the row (`bold_leads`), and the row's highest printed AT mean.
+    No bold without `leads`. The std is None for one seed, which has no spread (a printed
+    ± 0.00 would claim one of zero)."""
     cells = summary.set_index(["method", "metric"])
     metrics = METRICS + [m for m in EXTRA_METRICS if m in set(summary["metric"])]
     absent = [(m, k) for m in methods for k in metrics if (m, k) not in cells.index]
     if absent:
         raise ValueError(f"summary lacks (method, metric) {absent[0]}")
-    adversarial = set(adversarial)
+    adversarial, leads = set(adversarial), leads or {}
     rows = []
     for metric in metrics:
         printed = [(shown(cells.at[(m, metric), "mean"]),
@@ -67,6 +103,7 @@ def shown_cells(summary: pd.DataFrame, methods: Sequence[str], adversarial: Iter
                     else None) for m in methods]
         best = max((mean for (mean, _), m in zip(printed, methods) if m in adversarial),
                    default=None)
-        rows.append((metric, [(mean, std, m in adversarial and mean == best)
+        rows.append((metric, [(mean, std, m in adversarial and mean == best
+                               and leads.get(metric) == m)
                               for (mean, std), m in zip(printed, methods)]))
     return rows

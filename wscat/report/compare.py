@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 from pathlib import Path
 
 from wscat.report import paper
@@ -92,11 +93,24 @@ def render(rows: list[dict[str, object]], label: str,
         previous = group
     against = (f" Paper: {paper_cells[0]}, {paper_cells[1]}." if paper_cells else "")
     tex = grid(caption=f"Ours against the paper, cell by cell, for Table {label} "
-                       f"(difference = ours - paper).{against}{_which_mean(rows)}",
+                       f"(difference = ours - paper).{against}{_which_mean(rows)} "
+                       + noise_note(row["ours_std"] for row in rows),
                label=f"{label}-vs-paper", colspec="llll|ccc",
                header=["Dataset", "Model", "Method", "Metric", "Ours", "Paper", r"$\Delta$"],
                rows=body)
     return tex, out.getvalue()
+
+
+def noise_note(stds: Iterable[float | None]) -> str:
+    """The caption's words for the noise a difference from the paper has to clear: the seed
+    spread of our numbers (`stds`, None for one seed) and a test set's binomial error."""
+    spread = [float(std) for std in stds if std is not None]
+    ours = (f"ours is the mean and sample std over seeds, a seed's std here up to "
+            f"{max(spread):.2f} points" if spread else
+            "ours is one seed, whose seed-to-seed spread is unmeasured")
+    return (f"Noise: {ours}; one accuracy p on N test images has a binomial standard error of "
+            "sqrt(p(1 - p)/N), 0.50 points at p = 50% on N = 10,000. A difference from the "
+            "paper inside that noise is not a finding.")
 
 
 def _which_mean(rows: list[dict[str, object]]) -> str:

@@ -6,8 +6,13 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from wscat.report.paired import has_interval, t_quantile, verdict
+from wscat.report.paired import APART_RATIO, APART_SE, has_interval, t_quantile, verdict
 from wscat.report.cells import latex_escape, row_name, shown_cells
+
+
+# The interval's false-positive rate at three seeds, as docs/evaluation.md's simulation
+# (benchmarks/paired_null.py, 10,000 repetitions a row) found it.
+LEVEL_NORMAL, LEVEL_COLLAPSE = "at most 3.4%", "about 6-7%"
 
 
 def _row(cells: Iterable[str]) -> str:
@@ -16,10 +21,10 @@ def _row(cells: Iterable[str]) -> str:
 
 def table_markdown(summary: pd.DataFrame, *, methods: Sequence[str],
                    display_names: Mapping[str, str], adversarial: Iterable[str],
-                   caption: str) -> str:
-    """Table 2 as Markdown: mean ± std per (metric, method), the mean alone for one seed; the
-    best AT method in bold."""
-    rows = shown_cells(summary, methods, adversarial)
+                   caption: str, leads: Mapping[str, str] | None = None) -> str:
+    """Table 2 as Markdown: mean ± std per (metric, method), the mean alone for one seed; in
+    bold the AT method `leads` names for a row (`wscat.report.cells.shown_cells`)."""
+    rows = shown_cells(summary, methods, adversarial, leads)
     metrics = [metric for metric, _ in rows]
     lines = [f"*{caption}*", "", _row(["", *(display_names[m] for m in methods)]),
              _row(["---", *("---:" for _ in methods)])]
@@ -44,8 +49,10 @@ def _interval(row: Mapping, fmt: str = "[{:+.2f}, {:+.2f}]") -> str:
     return fmt.format(row["ci_low"], row["ci_high"]) if has_interval(row) else "—"
 
 
-def how_to_read(first: Mapping, reference: str) -> str:
-    """The sentence under every paired comparison: what the interval is (wscat.report.paired)."""
+def how_to_read(first: Mapping, reference: str, compared: int = 1, apart: bool = False) -> str:
+    """The sentence under every paired comparison of `compared` methods: what the interval is
+    (wscat.report.paired), its level, what 'seed s apart' means (where a row says it: `apart`),
+    and that the rows are not a joint test."""
     k = int(first["n_seeds"])
     if str(first.get("note") or "").startswith("no interval:"):  # refused: paired.NotTheTablesMean
         return (f"difference in the table's Mean (method − {reference}), averaged over "
@@ -57,16 +64,36 @@ def how_to_read(first: Mapping, reference: str) -> str:
             f"interval from Student's t with {k - 1} degrees of freedom on the per-seed "
             f"differences (t = {t_quantile(0.975, k - 1):.2f}), widened by the test-set term "
             f"shared by the seeds ({first['n_bootstrap']} resamples of the {first['n_images']} "
-            f"test images). {_level(k)} An interval that contains 0 is noise, not a ranking.")
+            f"test images). {_level(k)} An interval that contains 0 is noise, not a ranking."
+            + (f" 'Seed s apart': that seed's difference lies farther from the other seeds' mean "
+               f"than {APART_RATIO:g} times the larger of their range and {APART_SE:g} standard "
+               "errors of one seed's difference over the test images (a collapsed seed?)."
+               if apart else "") + _joint(compared, reference))
+
+
+def _joint(compared: int, reference: str) -> str:
+    """The caveat of several rows: each at 95% on its own, not a joint test."""
+    if compared < 2:
+        return ""
+    return (f" The {compared} rows are {compared} comparisons, each at 95% on its own, not a "
+            "joint test: with every method equal, the chance that at least one of them reads "
+            f"higher or lower than {reference} is larger than one row's, up to {5 * compared}%.")
 
 
 def _level(k: int) -> str:
     """What the simulation (benchmarks/paired_null.py, run at three seeds) says of k seeds."""
     if k == 3:
-        return "It holds its level with three seeds (docs/evaluation.md)."
+        return ("With three seeds it holds 95% when seed effects are roughly normal (simulated: "
+                f"{LEVEL_NORMAL} of equal pairs called different); where one method's seed now "
+                f"and then collapses it can call {LEVEL_COLLAPSE} of equal pairs different, in "
+                "rows that look clean (docs/evaluation.md).")
     wide = ": with two, t has one degree of freedom and the interval is very wide" if k == 2 else ""
     return (f"Its level is shown by simulation with three seeds (docs/evaluation.md), not with "
             f"{k}{wide}.")
+
+
+def _any_apart(paired: pd.DataFrame) -> bool:
+    return "apart_seed" in paired and bool(paired["apart_seed"].notna().any())
 
 
 def paired_markdown(paired: pd.DataFrame, display_names: Mapping[str, str]) -> str:
@@ -75,7 +102,8 @@ def paired_markdown(paired: pd.DataFrame, display_names: Mapping[str, str]) -> s
         return ""
     first = paired.iloc[0]
     reference = display_names[first["reference"]]
-    lines = [f"*Paired comparison with {reference}: {how_to_read(first, reference)}*", "",
+    lines = [f"*Paired comparison with {reference}: "
+             f"{how_to_read(first, reference, len(paired), _any_apart(paired))}*", "",
              _row(["method", "Δ Mean", "95% interval", "verdict"]),
              _row(["---", "---:", "---:", "---"])]
     for row in paired.to_dict("records"):
@@ -111,7 +139,8 @@ def paired_attacks_markdown(by_attack: pd.DataFrame | None,
 def paired_tex(paired: pd.DataFrame, display_names: Mapping[str, str], *, label: str) -> str:
     """The paired comparison as a LaTeX table."""
     reference = display_names[paired.iloc[0]["reference"]] if not paired.empty else "WSCAT"
-    caption = (how_to_read(paired.iloc[0], reference) if not paired.empty else
+    caption = (how_to_read(paired.iloc[0], reference, len(paired), _any_apart(paired))
+               if not paired.empty else
                f"difference in Mean against {reference}: no other adversarially trained method.")
     lines = [r"\begin{table}[t]", r"\centering",
              rf"\caption{{Paired comparison with {latex_escape(reference)}: "

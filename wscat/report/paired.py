@@ -1,7 +1,14 @@
 """Paired comparison of every adversarially trained method against WSCAT: the difference in the
-paper's Mean (the harmonic mean of Natural, FGSM, PGD-20, CW-20 and AA) with a 95% interval that
-holds its level with three seeds (docs/evaluation.md, "Paired comparison", shows it by simulation).
-`paired_by_attack` applies the same interval to each attack's accuracy alone.
+paper's Mean (the harmonic mean of Natural, FGSM, PGD-20, CW-20 and AA) with a 95% interval.
+`paired_by_attack` applies the same interval to each attack's accuracy alone, and `leads` to the
+table's bold (the row's highest AT mean, where its lead over every other AT method holds).
+
+Its level, by simulation at three seeds (docs/evaluation.md, "Paired comparison";
+benchmarks/paired_null.py): it holds 95% when the seed effects are roughly normal (normal, unequal,
+correlated or t3-tailed seed effects: at most 3.4% of equal pairs called different). Where one
+method's seed now and then collapses, it can call about 6-7% of equal pairs different: the true
+difference carries collapses that three seeds often do not show, so the rows it gets wrong look
+clean. `apart` flags the rows where a collapse does show.
 
 Two sources of noise, crossed: the seeds (split, initialisation, batches) and the test images,
 which are the same in every seed. Per seed s the paired difference of Means is
@@ -41,10 +48,15 @@ from wscat.metrics import ATTACKS
 REFERENCE = "wscat"
 LEVEL = 0.95
 COLUMNS = ["method", "reference", "delta_mean", "ci_low", "ci_high", "excludes_zero", "n_seeds",
-           "n_images", "n_bootstrap", "sd_seeds", "se_test_set", "df", "note"]
+           "n_images", "n_bootstrap", "sd_seeds", "se_test_set", "df", "apart_seed", "note"]
 ONE_SEED = "one seed: no interval"
 _TOLERANCE = 2e-3  # metrics files keep 4 decimals; a harmonic Mean of them moves less than this
 _SAME_IMAGES = ("evaluation_set", "test_set", "test_set_size", "n_examples")
+# A seed apart (`apart`): its difference lies farther from the other seeds' mean than APART_RATIO
+# times the larger of their range and APART_SE standard errors of one seed's difference over the
+# test images. Chosen by simulation (benchmarks/paired_null.py, docs/evaluation.md): normal seed
+# effects of sd 3 trip it in 0.1% of rows, sd 5 in ~4%; most single collapses of 20 points do.
+APART_RATIO, APART_SE = 4.0, 3.0
 
 
 class NotTheTablesMean(ValueError):
@@ -104,6 +116,12 @@ def _check_against_table(name: str, flags: np.ndarray, accuracy: Mapping[str, fl
             "cut evaluation.n_examples")
 
 
+def score(acc: np.ndarray, column: str = "Mean") -> np.ndarray:
+    """`column`'s score from accuracies with the ATTACKS on the last axis: their harmonic mean
+    (the paper's Mean), or one attack's accuracy."""
+    return _harmonic(acc) if column == "Mean" else acc[..., ATTACKS.index(column)]
+
+
 def _harmonic(acc: np.ndarray) -> np.ndarray:
     """Harmonic mean over the last axis (0 where any value is 0), as evaluation.harmonic_mean."""
     safe = np.where(acc > 0, acc, 1.0)
@@ -119,13 +137,13 @@ def seed_means(flags: np.ndarray, weights: np.ndarray | None = None, column: str
     table's numbers."""
     if column != "Mean":
         flags = flags[:, [ATTACKS.index(column)], :]  # that attack alone: its accuracy
-    score = _harmonic if column == "Mean" else (lambda acc: acc[..., 0])
+    one = _harmonic if column == "Mean" else (lambda acc: acc[..., 0])
     if weights is None:
-        return score(100.0 * flags.mean(axis=2))
+        return one(100.0 * flags.mean(axis=2))
     seeds, attacks, n = flags.shape
     # Integer products: exact, and no BLAS threads (a shared CPU makes them slow).
     counts = weights.astype(np.int64) @ flags.reshape(seeds * attacks, n).T.astype(np.int64)
-    return score(100.0 * counts.reshape(len(weights), seeds, attacks) / n)
+    return one(100.0 * counts.reshape(len(weights), seeds, attacks) / n)
 
 
 def image_draws(n_images: int, n_bootstrap: int, rng: np.random.Generator) -> np.ndarray:
@@ -191,6 +209,21 @@ def interval(d: np.ndarray, d_boot: np.ndarray, level: float = LEVEL
     return centre - half, centre + half, sd, math.sqrt(shared), df
 
 
+def apart(d: np.ndarray, d_boot: np.ndarray) -> int | None:
+    """The index of a seed whose paired difference stands apart (a collapsed seed, say): farther
+    from the mean of the other seeds than APART_RATIO times the larger of their range and APART_SE
+    standard errors of one seed's difference over the test images (from d_boot, (B, k)). None
+    where no seed does, or with fewer than three seeds."""
+    if len(d) < 3:
+        return None
+    se = math.sqrt(float(np.mean(np.var(d_boot, axis=0, ddof=1))))
+    for i in range(len(d)):
+        rest = np.delete(d, i)
+        if abs(d[i] - rest.mean()) > APART_RATIO * max(float(np.ptp(rest)), APART_SE * se):
+            return i
+    return None
+
+
 def paired_interval(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str], *,
                     reference: str = REFERENCE, n_bootstrap: int = 2000, seed: int = 0,
                     column: str = "Mean") -> pd.DataFrame:
@@ -199,8 +232,7 @@ def paired_interval(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequ
     over the seeds. With one seed there is no interval (its cells stay empty)."""
     if column != "Mean" and column not in ATTACKS:
         raise ValueError(f"no column '{column}' to compare; one of {', '.join(ATTACKS)}, Mean")
-    return pd.DataFrame(_compare(flags, methods, (column,), reference, n_bootstrap, seed),
-                        columns=COLUMNS)
+    return _frame(_compare(flags, methods, (column,), reference, n_bootstrap, seed), COLUMNS)
 
 
 def paired_by_attack(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str], *,
@@ -209,27 +241,22 @@ def paired_by_attack(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Seq
     """`paired_interval` on each attack's accuracy alone, one row per (attack, method) with the
     attack in `column`: the same procedure and the same image draws as the Mean's. Each interval
     holds its level by itself (benchmarks/paired_null.py); the five are not simultaneous."""
-    return pd.DataFrame(_compare(flags, methods, ATTACKS, reference, n_bootstrap, seed),
-                        columns=["column", *COLUMNS])
+    return _frame(_compare(flags, methods, ATTACKS, reference, n_bootstrap, seed),
+                  ["column", *COLUMNS])
+
+
+def _frame(rows: list[dict], columns: Sequence[str]) -> pd.DataFrame:
+    """The rows as a frame; the seed apart as a whole number (empty where none: no 3.00, no nan)."""
+    return pd.DataFrame(rows, columns=columns).astype({"apart_seed": "Int64"})
 
 
 def _compare(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str],
              columns: Sequence[str], reference: str, n_bootstrap: int, seed: int
              ) -> list[dict]:
     """The rows of `paired_interval`, column by column: one set of image draws for them all."""
-    if reference not in flags:
-        raise ValueError(f"no metrics for the reference method '{reference}'")
-    seeds = sorted(flags[reference])
-    shape = flags[reference][seeds[0]].shape
-    for method in methods:
-        if sorted(flags.get(method, {})) != seeds:
-            raise ValueError(f"{method} was not evaluated on the seeds of {reference} ({seeds})")
-        if any(flags[method][s].shape != shape for s in seeds):
-            raise ValueError(f"{method} and {reference} were evaluated on different test images")
-    n_images = shape[1]
-    rng = np.random.default_rng(seed)
-    weights = image_draws(n_images, n_bootstrap, rng)
-    stacked = {m: np.stack([flags[m][s] for s in seeds]) for m in [*methods, reference]}
+    seeds, stacked = _stacked(flags, methods, reference)
+    n_images = stacked[reference].shape[2]
+    weights = image_draws(n_images, n_bootstrap, np.random.default_rng(seed))
     rows = []
     for column in columns:
         ref_point = seed_means(stacked[reference], column=column)
@@ -240,14 +267,57 @@ def _compare(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[st
                    "delta_mean": float(np.mean(d)), "ci_low": None, "ci_high": None,
                    "excludes_zero": False, "n_seeds": len(seeds), "n_images": n_images,
                    "n_bootstrap": n_bootstrap, "sd_seeds": None, "se_test_set": None,
-                   "df": None, "note": ONE_SEED}
+                   "df": None, "apart_seed": None, "note": ONE_SEED}
             if len(seeds) > 1:
-                low, high, sd, se, df = interval(d, seed_means(stacked[method], weights, column)
-                                                 - ref_boot)
+                d_boot = seed_means(stacked[method], weights, column) - ref_boot
+                low, high, sd, se, df = interval(d, d_boot)
+                odd = apart(d, d_boot)
                 row.update(ci_low=low, ci_high=high, excludes_zero=bool(low > 0 or high < 0),
-                           sd_seeds=sd, se_test_set=se, df=df, note="")
+                           sd_seeds=sd, se_test_set=se, df=df, note="",
+                           apart_seed=None if odd is None else seeds[odd])
             rows.append(row)
     return rows
+
+
+def _stacked(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str],
+             reference: str) -> tuple[list[int], dict[str, np.ndarray]]:
+    """(the seeds, method -> (seeds, attacks, images) flags) of `methods` and `reference`,
+    refused unless every method has the reference's seeds and images."""
+    if reference not in flags:
+        raise ValueError(f"no metrics for the reference method '{reference}'")
+    seeds = sorted(flags[reference])
+    shape = flags[reference][seeds[0]].shape
+    for method in methods:
+        if sorted(flags.get(method, {})) != seeds:
+            raise ValueError(f"{method} was not evaluated on the seeds of {reference} ({seeds})")
+        if any(flags[method][s].shape != shape for s in seeds):
+            raise ValueError(f"{method} and {reference} were evaluated on different test images")
+    return seeds, {m: np.stack([flags[m][s] for s in seeds]) for m in [*methods, reference]}
+
+
+def leads(flags: Mapping[str, Mapping[int, np.ndarray]], methods: Sequence[str], *,
+          columns: Sequence[str] = (*ATTACKS, "Mean"), n_bootstrap: int = 2000, seed: int = 0
+          ) -> dict[str, str]:
+    """column -> the method of `methods` with the highest seed-averaged score there, where the
+    paired interval of (it - each other method) excludes 0 for every one of them: the same
+    interval and image draws as `paired_interval` with it as the reference. A column without such
+    a lead is left out, and all are with fewer than two methods or one seed."""
+    if len(methods) < 2:
+        return {}
+    seeds, stacked = _stacked(flags, methods[1:], methods[0])
+    if len(seeds) < 2:
+        return {}
+    weights = image_draws(stacked[methods[0]].shape[2], n_bootstrap, np.random.default_rng(seed))
+    out = {}
+    for column in columns:
+        point = {m: seed_means(stacked[m], column=column) for m in methods}
+        leader = max(methods, key=lambda m: float(np.mean(point[m])))  # the first of a tie
+        boot = seed_means(stacked[leader], weights, column)
+        if all(interval(point[leader] - point[m],
+                        boot - seed_means(stacked[m], weights, column))[0] > 0
+               for m in methods if m != leader):
+            out[column] = leader
+    return out
 
 
 def without_interval(datas: Sequence[Mapping], methods: Sequence[str], reason: str, *,
@@ -268,9 +338,9 @@ def without_interval(datas: Sequence[Mapping], methods: Sequence[str], reason: s
         rows.append({"method": method, "reference": reference, "delta_mean": delta,
                      "ci_low": None, "ci_high": None, "excludes_zero": False,
                      "n_seeds": len(seeds), "n_images": None, "n_bootstrap": None,
-                     "sd_seeds": None, "se_test_set": None, "df": None,
+                     "sd_seeds": None, "se_test_set": None, "df": None, "apart_seed": None,
                      "note": f"no interval: {reason}"})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return _frame(rows, COLUMNS)
 
 
 def has_interval(row: Mapping) -> bool:
@@ -278,9 +348,10 @@ def has_interval(row: Mapping) -> bool:
 
 
 def verdict(row: Mapping) -> str:
-    """What a reader may say of one row."""
+    """What a reader may say of one row, and which seed stands apart (`apart`) where one does."""
     if not has_interval(row):
         return "no interval" if row["n_seeds"] > 1 else ONE_SEED
-    if not row["excludes_zero"]:
-        return "within noise"
-    return "higher than WSCAT" if row["delta_mean"] > 0 else "lower than WSCAT"
+    said = ("within noise" if not row["excludes_zero"] else
+            "higher than WSCAT" if row["delta_mean"] > 0 else "lower than WSCAT")
+    odd = row.get("apart_seed")
+    return said if odd is None or pd.isna(odd) else f"{said}; seed {int(odd)} apart"

@@ -31,6 +31,15 @@ def rows(by_attack: pd.DataFrame, mean: pd.DataFrame,
     return out
 
 
+def joint_note(plotted: list[dict]) -> str:
+    """The figure's caveat: each interval holds 95% on its own; together they are no joint test."""
+    n = sum(row["ci_low"] is not None for row in plotted)
+    if n < 2:
+        return "One interval at 95%."
+    return (f"{n} intervals, each at 95% on its own, not a joint test: with every method equal, "
+            "a filled point somewhere is far likelier than 5%.")
+
+
 def paired_figure(plotted: list[dict], prefix: Path, *, reference: str = "WSCAT",
                   paper_note: str = "") -> None:
     """prefix.pdf, .png and .csv (the numbers plotted): one panel per column, a row per method;
@@ -60,6 +69,7 @@ def paired_figure(plotted: list[dict], prefix: Path, *, reference: str = "WSCAT"
         ax.set_xlabel(f"method − {reference} (points)")
         ax.grid(axis="x", color="0.9")
     fig.suptitle(f"Difference from {reference}: ours (o, 95% paired interval; filled where it "
-                 f"excludes 0) and the paper's (x){paper_note}", fontsize=9)
+                 f"excludes 0) and the paper's (x){paper_note}\n{joint_note(plotted)}",
+                 fontsize=9)
     fig.tight_layout()
     save(fig, prefix, plotted)

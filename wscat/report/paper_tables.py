@@ -18,10 +18,11 @@ import pandas as pd
 from wscat.data.split import load_split
 from wscat.metrics import ATTACKS, harmonic_mean
 from wscat.report import paper
-from wscat.report.cells import METRICS, PAPER_MEAN, latex_escape, shown, tex_cell
+from wscat.report.cells import (METRICS, PAPER_MEAN, bold_caption, bold_leads, latex_escape, shown,
+                                tex_cell)
 from wscat.report.names import display_name, is_adversarial
-from wscat.report.table import (SPREAD, _environment, collect, read_runs, render_tex, seed_std,
-                                summarise)
+from wscat.report.table import (SPREAD, _environment, _frame, collect, read_runs, render_tex,
+                                seed_std, summarise)
 
 COLUMNS = ["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]
 SUP_METRICS = METRICS + ["NRF"]
@@ -99,20 +100,23 @@ def performance(params: dict[str, Any], tier: str, label: str, part: str, entry:
 
     experiment = params["experiments"][entry[part]["experiment"]]
     methods, dataset, model = experiment["methods"], experiment["dataset"], experiment["model"]
-    frame = _with_paper_mean(collect([Path(f) for f in files]))
+    runs = read_runs([Path(f) for f in files])
+    if not runs:
+        raise ValueError("no metrics files given")
+    frame = _with_paper_mean(_frame(runs))
     summary = summarise(frame, methods)  # PAPER_MEAN rows for the CSV; render_tex leaves them out
     names, model_names = _names(params, tier)
     seeds = ", ".join(map(str, experiment["seeds"]))
-    if part == "performance":
-        caption = (f"Performance on {names[dataset]} ({model_names.get(model, model)}), mean and "
-                   f"{SPREAD} over seeds {seeds}. The best results of AT methods are bold.")
-    else:
-        caption = (f"Performance of different variants on {names[dataset]} "
-                   f"({model_names.get(model, model)}), mean and {SPREAD} over seeds {seeds}.")
+    adversarial = {m for m in methods if is_adversarial(method_for(params, m))}
+    leads, why_none = bold_leads([d for _, d in runs], methods, adversarial)
+    shown_rows = [m for m in frame.attrs["metrics"] if m != PAPER_MEAN]
+    what = ("Performance on" if part == "performance" else "Performance of different variants on")
+    caption = (f"{what} {names[dataset]} ({model_names.get(model, model)}), mean and {SPREAD} "
+               f"over seeds {seeds}. {bold_caption(why_none, shown_rows)}")
     tex = render_tex(summary, methods=methods, display_names={m: display_name(m) for m in methods},
-                     adversarial={m for m in methods if is_adversarial(method_for(params, m))},
-                     caption=caption, label=label,
-                     notes=[*table_notes(params, dataset, methods), *frame.attrs["notes"]])
+                     adversarial=adversarial, caption=caption, label=label,
+                     notes=[*table_notes(params, dataset, methods), *frame.attrs["notes"]],
+                     leads=leads)
     rows = [{"table": label, "dataset": names[dataset], "model": model_names.get(model, model),
              "method": display_name(r.method), "metric": r.metric, "mean": r.mean, "std": r.std,
              "n_seeds": r.n_seeds} for r in summary.itertuples()]

@@ -13,8 +13,8 @@ import pandas as pd
 
 from wscat.io import write_json, write_text
 from wscat.metrics import is_percent
-from wscat.report.cells import (EXTRA_METRICS, METRICS, latex_escape, row_name, shown,
-                                shown_cells, tex_cell)
+from wscat.report.cells import (EXTRA_METRICS, METRICS, bold_caption, bold_leads, latex_escape,
+                                row_name, shown, shown_cells, tex_cell)
 
 TEMPLATES = Path(__file__).with_name("templates")
 _REQUIRED = ("dataset", "model", "method", "seed", "accuracy")
@@ -272,14 +272,15 @@ def _environment() -> jinja2.Environment:
 
 def render_tex(summary: pd.DataFrame, *, methods: Sequence[str], display_names: Mapping[str, str],
                adversarial: Iterable[str], caption: str, label: str,
-               notes: Sequence[str] = ()) -> str:
-    """Render Table 2: methods as columns; per row the best AT method (ties included) in bold."""
+               notes: Sequence[str] = (), leads: Mapping[str, str] | None = None) -> str:
+    """Render Table 2: methods as columns; per row the AT method `leads` names in bold
+    (`wscat.report.cells.shown_cells`; none without `leads`)."""
     if not _LABEL.fullmatch(label):
         raise ValueError(f"label {label!r} may only hold letters, digits and ':._-'")
     unnamed = [method for method in methods if method not in display_names]
     if unnamed:
         raise ValueError(f"no display name for method(s) {', '.join(unnamed)}")
-    rows, shown_rows = [], shown_cells(summary, methods, adversarial)
+    rows, shown_rows = [], shown_cells(summary, methods, adversarial, leads)
     metrics = [metric for metric, _ in shown_rows]
     for metric, cells in shown_rows:
         row = [tex_cell(mean, std, bold) for mean, std, bold in cells]
@@ -347,11 +348,12 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
                          f"not {dataset}/{model}")
     summary = summarise(frame, methods)
     seeds = sorted(set(frame.loc[frame["method"].isin(methods), "seed"]))
+    leads, why_none = bold_leads([d for _, d in runs], methods, adversarial)
     caption = (f"Performance on {dataset} ({model}): mean and {SPREAD} over "
-               f"{spread_caption(seeds)}. The best results of AT methods are bold.")
+               f"{spread_caption(seeds)}. {bold_caption(why_none, frame.attrs['metrics'])}")
     tex = render_tex(summary, methods=methods, display_names=display_names, adversarial=adversarial,
                      caption=caption, label=f"Tab-RQ1-{experiment}",
-                     notes=[*notes, *frame.attrs["notes"]])
+                     notes=[*notes, *frame.attrs["notes"]], leads=leads)
     csv = _long_csv(summary, experiment=experiment, dataset=dataset, model=model,
                     display_names=display_names, order=frame.attrs["metrics"])
     means: dict[str, dict[str, float]] = {method: {} for method in methods}
@@ -364,7 +366,7 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
         if md_path:
             outputs[md_path] = "\n".join(filter(None, [
                 markdown.table_markdown(summary, methods=methods, display_names=display_names,
-                                        adversarial=adversarial, caption=caption),
+                                        adversarial=adversarial, caption=caption, leads=leads),
                 markdown.paired_markdown(comparison, display_names),
                 markdown.paired_attacks_markdown(by_attack, display_names)]))
         if paired_csv_path:
