@@ -197,7 +197,7 @@ def test_companion_of_table_2_shows_the_differences_to_the_paper(tmp_path: Path)
                if row[3] == "Mean-paper")
     wscat_pgd = next(r for r in body if r[2] == "WSCAT" and r[3] == "PGD")
     assert wscat_pgd[5] == "$58.52_{\\pm0.22}$" and wscat_pgd[4].startswith("$60.52")
-    # The table itself: 9 method columns, 6 metric rows, the best AT method bold per row.
+    # The table itself: 9 method columns, 6 metric rows.
     rq1 = tabular_rows(Path(f"{table}.tex").read_text())
     assert len(rq1) == 8 and len(rq1[0]) == 10  # + the AA-paper row
     assert [row[0].strip("{}") for row in rq1[5:]] == ["AA (standard)", "Mean", "AA (paper's variant)"]
