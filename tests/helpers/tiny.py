@@ -37,3 +37,13 @@ def fast_digits(params: dict, epochs: int) -> dict:
 def write_params(path: Path, params: dict) -> Path:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
     return path
+
+
+def digits_split(seed: int = 1, labelled: int = 300):
+    """The embedded digits and a split of them for a unit test's training: (source, split)."""
+    from wscat.data import load_dataset, make_split
+
+    source = load_dataset("digits")
+    split = make_split("digits", source.labels.numpy(), num_classes=10, seed=seed,
+                       test_fraction=0.2, labelled=labelled, val_fraction=0.2, val_max=2000)
+    return source, split

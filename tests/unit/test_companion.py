@@ -43,6 +43,16 @@ def test_the_paper_tier_csv_carries_the_mean_over_aa_paper_per_seed(tier_work, t
     assert "Mean-paper" not in (tier_work / "ptr.tex").read_text()
 
 
+def _paper_table(tmp_path: Path, monkeypatch, tier_params, capsys, label: str) -> None:
+    """The paper tier's table `label` (t.tex, t.csv in tmp_path) from a metrics file per run."""
+    monkeypatch.chdir(tmp_path)
+    for path in paper.table_inputs(tier_params, TIER, label, "results"):
+        run = paper.Run(*Path(path).parts[-4:-1], int(Path(path).stem.split("-")[0][4:]))
+        write(path, metrics(tier_params, run, part="extra" if "-extra" in path else None))
+    accepted(["paper-table", "--params", str(PARAMS), "--tier", TIER, "--label", label,
+              "--results", "results", "--tex", "t.tex", "--csv", "t.csv"], capsys)
+
+
 @pytest.mark.parametrize("label", ["Tab-RQ1-digits", "Tab-ap-digits"])
 def test_the_paper_tiers_performance_and_ablation_tables_say_what_is_bold(
         tmp_path: Path, monkeypatch, tier_params, capsys, label) -> None:
@@ -50,12 +60,7 @@ def test_the_paper_tiers_performance_and_ablation_tables_say_what_is_bold(
     no per-image results, so nothing is bold and the caption says why."""
     from wscat.report.cells import BOLD_RULE
 
-    monkeypatch.chdir(tmp_path)
-    for path in paper.table_inputs(tier_params, TIER, label, "results"):
-        run = paper.Run(*Path(path).parts[-4:-1], int(Path(path).stem.split("-")[0][4:]))
-        write(path, metrics(tier_params, run, part="extra" if "-extra" in path else None))
-    accepted(["paper-table", "--params", str(PARAMS), "--tier", TIER, "--label", label,
-              "--results", "results", "--tex", "t.tex", "--csv", "t.csv"], capsys)
+    _paper_table(tmp_path, monkeypatch, tier_params, capsys, label)
     tex = (tmp_path / "t.tex").read_text()
     assert (BOLD_RULE.replace("%", r"\%") + " (none can be here: no per-image results of every "
             "run on the same images)") in tex and r"\bm{" not in tex
@@ -64,12 +69,7 @@ def test_the_paper_tiers_performance_and_ablation_tables_say_what_is_bold(
 @pytest.mark.parametrize("label", ["Tab-mode", "tab-sup"])
 def test_tab_mode_and_tab_sup_carry_it_too(tmp_path: Path, monkeypatch, tier_params, capsys,
                                            label) -> None:
-    monkeypatch.chdir(tmp_path)
-    for path in paper.table_inputs(tier_params, TIER, label, "results"):
-        run = paper.Run(*Path(path).parts[-4:-1], int(Path(path).stem.split("-")[0][4:]))
-        write(path, metrics(tier_params, run, part="extra" if "-extra" in path else None))
-    accepted(["paper-table", "--params", str(PARAMS), "--tier", TIER, "--label", label,
-              "--results", "results", "--tex", "t.tex", "--csv", "t.csv"], capsys)
+    _paper_table(tmp_path, monkeypatch, tier_params, capsys, label)
     table = rows(tmp_path / "t.csv")
     means = [r for r in table if r["metric"] == "Mean"]
     paper_means = [r for r in table if r["metric"] == "Mean-paper"]

@@ -10,10 +10,9 @@ import pytest
 import torch
 
 from tests.helpers.killed import killed_after_first_epoch
-from tests.helpers.tiny import tiny_params
+from tests.helpers.tiny import digits_split, tiny_params
 from wscat.checkpoint import load_checkpoint, save_checkpoint
 from wscat.config import RunConfig
-from wscat.data import load_dataset, make_split
 from wscat.data.training_data import training_data
 from wscat.training import train
 from wscat.training.threads import manifest_entry, resumed_record, training_record
@@ -22,9 +21,7 @@ from wscat.training.threads import manifest_entry, resumed_record, training_reco
 @pytest.fixture(scope="module")
 def setting():
     params = tiny_params(epochs=2)
-    source = load_dataset("digits")
-    split = make_split("digits", source.labels.numpy(), num_classes=10, seed=1, test_fraction=0.2,
-                       labelled=300, val_fraction=0.2, val_max=2000)
+    source, split = digits_split()
     run = RunConfig.from_params(params, dataset="digits", model="cnn", method="standard", seed=1)
     return run, training_data(source, split, "labelled", None)
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.tiny import tiny_params
+from tests.helpers.tiny import digits_split, tiny_params
 from wscat.config import RunConfig
-from wscat.data import load_dataset, make_split
 from wscat.data.training_data import training_data
 from wscat.training import train
 from wscat.training import trainer as trainer_module
@@ -19,9 +18,7 @@ from wscat.training import trainer as trainer_module
 @pytest.fixture(scope="module")
 def trades_run():
     params = tiny_params(epochs=2)
-    source = load_dataset("digits")
-    split = make_split("digits", source.labels.numpy(), num_classes=10, seed=1, test_fraction=0.2,
-                       labelled=300, val_fraction=0.2, val_max=2000)
+    source, split = digits_split()
     run = RunConfig.from_params(params, dataset="digits", model="cnn", method="trades", seed=1)
     return run, lambda: training_data(source, split, "labelled", None)
 

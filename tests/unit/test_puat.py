@@ -10,10 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from tests.helpers.killed import killed_after_first_epoch
-from tests.helpers.tiny import tiny_params
+from tests.helpers.tiny import digits_split, tiny_params
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
-from wscat.data import load_dataset, make_split
 from wscat.data.training_data import training_data
 from wscat.methods import Batch, StepContext
 from wscat.methods.puat import (Puat, classifier_gan_loss, discriminator_loss, pair_roles,
@@ -316,9 +315,7 @@ def puat_run():
     """A 2-epoch digits run (pre-training, then the game) and its data."""
     params = tiny_params(epochs=2)
     params["methods"]["puat"] = PUAT_PARAMS
-    source = load_dataset("digits")
-    split = make_split("digits", source.labels.numpy(), num_classes=10, seed=1, test_fraction=0.2,
-                       labelled=300, val_fraction=0.2, val_max=2000)
+    source, split = digits_split()
     data = training_data(source, split, "semi", None)
     assert bool((data.unlabelled_y == -1).all())
     return RunConfig.from_params(params, dataset="digits", model="cnn", method="puat", seed=1), data

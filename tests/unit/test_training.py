@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from tests.helpers.killed import killed_after_first_epoch
-from tests.helpers.tiny import ROOT, tiny_params
+from tests.helpers.tiny import ROOT, digits_split, tiny_params
 from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
-from wscat.data import load_dataset, make_split
 from wscat.data.training_data import training_data
 from wscat.methods import Batch, StepContext, build_method
 from wscat.models import build_model
@@ -23,9 +22,7 @@ from wscat.training.ema import make_ema, update_ema
 @pytest.fixture(scope="module")
 def setting():
     params = tiny_params(epochs=2)
-    source = load_dataset("digits")
-    split = make_split("digits", source.labels.numpy(), num_classes=10, seed=1, test_fraction=0.2,
-                       labelled=300, val_fraction=0.2, val_max=2000)
+    source, split = digits_split()
     return params, source, split
 
 
