@@ -44,7 +44,7 @@ def warnings(root: Path = Path("."), targets: list[str] | None = None) -> list[s
         lines.append(
             f"warning: {run_dir.relative_to(root).as_posix()} holds an interrupted training "
             f"({RESUME}, no best.pt) while {made[0]}{more}, made from its previous training, "
-            f"still stands, so a plain rerun leaves those results as they are; continue it: "
-            f"the same command with --forcerun {best}, e.g. "
+            f"still stands; where a plain rerun finds nothing to do, those results stay as they "
+            f"are: continue it with the same command and --forcerun {best}, e.g. "
             f"snakemake --forcerun {best} -- {target}")
     return lines

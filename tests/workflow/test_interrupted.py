@@ -47,14 +47,12 @@ def test_an_interrupted_forced_training_is_named_with_the_command_that_continues
     assert result.returncode == 0, result.stderr[-3000:]
     warned = [line for line in result.stderr.splitlines() if line.startswith("wscat: warning")]
     best = "results/models/digits/cnn/{}/seed1/best.pt"
+    said = ("wscat: warning: results/models/digits/cnn/{0}/seed1 holds an interrupted training "
+            "(resume/last.pt, no best.pt) while {1}, made from its previous training, still "
+            "stands; where a plain rerun finds nothing to do, those results stay as they are: "
+            "continue it with the same command and --forcerun {2}, e.g. "
+            "snakemake --forcerun {2} -- {3}")
     assert warned == [
-        "wscat: warning: results/models/digits/cnn/mt/seed1 holds an interrupted training "
-        "(resume/last.pt, no best.pt) while results/pseudo/digits/cnn/mt/seed1.npz, made from "
-        "its previous training, still stands, so a plain rerun leaves those results as they "
-        f"are; continue it: the same command with --forcerun {best.format('mt')}, e.g. "
-        f"snakemake --forcerun {best.format('mt')} -- {TABLE}",
-        "wscat: warning: results/models/digits/cnn/wscat/seed1 holds an interrupted training "
-        "(resume/last.pt, no best.pt) while results/metrics/digits/cnn/wscat/seed1.json, made "
-        "from its previous training, still stands, so a plain rerun leaves those results as "
-        f"they are; continue it: the same command with --forcerun {best.format('wscat')}, e.g. "
-        f"snakemake --forcerun {best.format('wscat')} -- {TABLE}"]
+        said.format("mt", "results/pseudo/digits/cnn/mt/seed1.npz", best.format("mt"), TABLE),
+        said.format("wscat", "results/metrics/digits/cnn/wscat/seed1.json", best.format("wscat"),
+                    TABLE)]
