@@ -647,17 +647,6 @@ def check_output_kinds(step: str, files: dict[str, Path],
                              "if you mean to replace it (nothing was written)")
 
 
-def check_evaluated(args: argparse.Namespace, params: dict[str, Any]) -> None:
-    """`wscat evaluate`: its --checkpoint is the one of a run the params evaluate (best.pt or
-    last.pt, evaluation.checkpoint), as its metrics will record."""
-    from wscat.config import evaluation_for
-    from wscat.inference import check_which, file_which
-
-    which = file_which(args.checkpoint)
-    if which is not None:
-        check_which(args.checkpoint, which, evaluation_for(params, args.dataset)["checkpoint"])
-
-
 def check_outputs(args: argparse.Namespace) -> None:
     """Before any work: every output's folder exists or can be made, and takes files."""
     check_writable(*(getattr(args, name, None) for name in _output_names(args)))
@@ -678,8 +667,6 @@ def run(args: argparse.Namespace) -> None:
         if params is not None:
             _check_names(params, args)
         check_input_kinds(args, params)
-        if args.step == "evaluate":
-            check_evaluated(args, params)
         COMMANDS[args.step].run(args, params)
 
 

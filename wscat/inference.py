@@ -3,7 +3,6 @@ what pseudo-labelling, evaluation and the figures share. Beside wscat.checkpoint
 writes the files."""
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -58,18 +57,6 @@ def check_which(checkpoint: Path, which: str, wanted: str) -> None:
         raise ValueError(f"{checkpoint} is a run's {which}.pt, but these params evaluate its "
                          f"{wanted}.pt (evaluation.checkpoint: {wanted}); pass its {wanted}.pt, "
                          f"or set evaluation.checkpoint: {which} in the params")
-
-
-def file_which(checkpoint: Path) -> str | None:
-    """`which_of` a checkpoint file, read memory-mapped (its tensors are not loaded); None when
-    it cannot be read as one (its loader says why)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001 - any unreadable file: wscat.checkpoint judges it
-        return None
-    return which_of(state) if isinstance(state, dict) else None
 
 
 def logits_of(output: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

@@ -198,21 +198,23 @@ def render(root: Path, names: list[str] | None = None, every: bool = False) -> s
     return HEADER + body
 
 
-def stage_names(text: str) -> list[str]:
-    """The experiments a dvc.yaml has stages for (not its fetch-<dataset> stages)."""
+def _stages(text: str) -> dict:
+    """A dvc.yaml's stages ({} where it has none or is no YAML mapping)."""
     try:
         stages = (yaml.safe_load(text) or {}).get("stages") or {}
     except (yaml.YAMLError, AttributeError):
-        return []
-    return [name for name in stages if not str(name).startswith("fetch-")]
+        return {}
+    return stages if isinstance(stages, dict) else {}
+
+
+def stage_names(text: str) -> list[str]:
+    """The experiments a dvc.yaml has stages for (not its fetch-<dataset> stages)."""
+    return [name for name in _stages(text) if not str(name).startswith("fetch-")]
 
 
 def _outs(text: str) -> set[str]:
     """Every output path of a dvc.yaml's stages (outs and metrics)."""
-    try:
-        stages = (yaml.safe_load(text) or {}).get("stages") or {}
-    except (yaml.YAMLError, AttributeError):
-        return set()
+    stages = _stages(text)
     return {path for stage in stages.values() if isinstance(stage, dict)
             for key in ("outs", "metrics") for entry in stage.get(key) or []
             for path in (entry if isinstance(entry, dict) else [entry])}

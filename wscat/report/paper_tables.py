@@ -21,8 +21,8 @@ from wscat.report import paper
 from wscat.report.cells import (METRICS, PAPER_MEAN, bold_caption, bold_leads, latex_escape, shown,
                                 tex_cell)
 from wscat.report.names import display_name, is_adversarial
-from wscat.report.table import (SPREAD, _environment, _frame, collect, read_runs, render_tex,
-                                seed_std, summarise)
+from wscat.report.table import (SPREAD, _environment, collect, read_frame, read_runs,
+                                render_tex, seed_std, summarise)
 
 COLUMNS = ["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]
 SUP_METRICS = METRICS + ["NRF"]
@@ -100,10 +100,8 @@ def performance(params: dict[str, Any], tier: str, label: str, part: str, entry:
 
     experiment = params["experiments"][entry[part]["experiment"]]
     methods, dataset, model = experiment["methods"], experiment["dataset"], experiment["model"]
-    runs = read_runs([Path(f) for f in files])
-    if not runs:
-        raise ValueError("no metrics files given")
-    frame = _with_paper_mean(_frame(runs))
+    runs, frame = read_frame([Path(f) for f in files])
+    frame = _with_paper_mean(frame)
     summary = summarise(frame, methods)  # PAPER_MEAN rows for the CSV; render_tex leaves them out
     names, model_names = _names(params, tier)
     seeds = ", ".join(map(str, experiment["seeds"]))

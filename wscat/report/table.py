@@ -59,9 +59,16 @@ def collect(metrics_files: list[Path]) -> pd.DataFrame:
 
     All files must share one dataset and model (kept in `frame.attrs`) and name distinct (method, seed).
     """
+    return read_frame(metrics_files)[1]
+
+
+def read_frame(metrics_files: list[Path]) -> tuple[list[tuple[Path, dict]], pd.DataFrame]:
+    """The runs of `metrics_files` (`read_runs`) and their long frame (`collect`), each file read
+    once."""
     if not metrics_files:
         raise ValueError("no metrics files given")
-    return _frame(read_runs(metrics_files))
+    runs = read_runs(metrics_files)
+    return runs, _frame(runs)
 
 
 def _frame(datas: list[tuple[Path, dict]]) -> pd.DataFrame:
@@ -339,10 +346,7 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     from wscat.report import markdown
 
     adversarial = set(adversarial)
-    if not metrics_files:
-        raise ValueError("no metrics files given")
-    runs = read_runs(metrics_files)
-    frame = _frame(runs)
+    runs, frame = read_frame(metrics_files)
     if (frame.attrs["dataset"], frame.attrs["model"]) != (dataset, model):
         raise ValueError(f"metrics files are for {frame.attrs['dataset']}/{frame.attrs['model']}, "
                          f"not {dataset}/{model}")

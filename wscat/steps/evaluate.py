@@ -21,7 +21,7 @@ from wscat.data import load_dataset, raw_files
 from wscat.data.split import Split, check_split_fits, load_split_of
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
-from wscat.inference import load_model
+from wscat.inference import check_which, load_model
 from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock, write_json
 from wscat.metrics import ATTACKS, is_percent
@@ -231,6 +231,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
     check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
+    check_which(checkpoint, meta["which"], run.evaluation["checkpoint"])  # what `which` records
     provenance = _provenance(params, run, net)
     check_trained_by(checkpoint, meta, provenance["training"]["fingerprint"])
     if part == "extra" and not later:

@@ -47,7 +47,7 @@ def resumed_record(previous: dict[str, Any] | None, epoch: int, device: torch.de
     if stretches and last == count:
         return {KEY: stretches}, None
     stretches[f"from epoch {epoch + 1}"] = count
-    if count is None or last is None or not previous:
+    if count is None or last is None:
         return {KEY: stretches}, None
     return {KEY: stretches}, (
         f"{who} resumes on {_plural(count)}, but its epochs so far computed on {_plural(last)}: "
