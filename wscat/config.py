@@ -211,6 +211,18 @@ def training_for(params: dict[str, Any], dataset: str, method: str | None = None
     return {**base, **(per_method.get(method, {}) if method else {})}
 
 
+VALIDATION_STEPS = ("pgd_steps", "cw_steps")
+
+
+def validation_for(params: dict[str, Any], dataset: str) -> dict[str, int]:
+    """The steps of the attack on the labelled validation split that scores each epoch (best.pt's
+    selection, cw or hm) and that `wscat validate` runs: `validation`, or, in a params file
+    without that section (older runs' files), the test-time attack's `evaluation` steps, which
+    it used to share."""
+    source = params.get("validation") or evaluation_for(params, dataset)
+    return {key: source[key] for key in VALIDATION_STEPS}
+
+
 def evaluation_for(params: dict[str, Any], dataset: str) -> dict[str, Any]:
     """The attack suite on one dataset: `evaluation`, with `per_dataset[dataset]` laid over it
     (its blocks, e.g. `autoattack` and `nrf`, merged key by key)."""
@@ -430,6 +442,7 @@ class RunConfig:
     training: dict[str, Any]
     method_params: dict[str, Any]
     evaluation: dict[str, Any]
+    validation: dict[str, int]
 
     @classmethod
     def from_params(cls, params: dict[str, Any], *, dataset: str, model: str, method: str,
@@ -442,4 +455,5 @@ class RunConfig:
                    model_spec=params["models"][model], data=params["datasets"][dataset],
                    training=training_for(params, dataset, method),
                    method_params=method_for(params, method, dataset),
-                   evaluation=evaluation_for(params, dataset))
+                   evaluation=evaluation_for(params, dataset),
+                   validation=validation_for(params, dataset))

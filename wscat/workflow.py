@@ -17,7 +17,7 @@ from typing import Any
 
 from wscat import own_method, paths
 from wscat.config import (ConfigError, evaluation_for, load_params, method_for, training_for,
-                          unknown_name)
+                          unknown_name, validation_for)
 from wscat.data.capacity import check_splits
 from wscat.data.sources import archive_status, raw_files
 from wscat.metrics import AA_PAPER
@@ -155,8 +155,8 @@ def split_params(params: dict[str, Any], dataset: str) -> str:
 def train_params(params: dict[str, Any], dataset: str, model: str, method: str) -> str:
     """The dataset (threat model, augmentation), its schedule, the model, the method (your own
     method's with its code's SHA-256: an edit of the code is a change of the method), and the
-    steps of the validation attack that selects best.pt."""
-    evaluation = evaluation_for(params, dataset)
+    steps of the validation attack that selects best.pt (`validation`; not the test-time
+    attacks', so a change of those re-evaluates without retraining)."""
     knobs = method_for(params, method, dataset)
     code = ({"code_sha256": own_method.digest_or_none(knobs["objective"])}
             if own_method.is_own(knobs["objective"]) else {})
@@ -166,7 +166,7 @@ def train_params(params: dict[str, Any], dataset: str, model: str, method: str) 
         "model": params["models"][model],
         "method": knobs,
         **code,
-        "validation": {key: evaluation[key] for key in ("pgd_steps", "cw_steps")},
+        "validation": validation_for(params, dataset),
     })
 
 
@@ -235,11 +235,13 @@ def extra_fingerprint(params: dict[str, Any], dataset: str) -> str:
 
 def validation_fingerprint(params: dict[str, Any], dataset: str) -> str:
     """The fingerprint of what `wscat validate` measures with: the checkpoint the workflow
-    passes it (best or last), the PGD attack (steps, batch) and the dataset's threat model."""
+    passes it (best or last), the PGD attack (`validation`'s steps, the evaluation's batch) and
+    the dataset's threat model."""
     evaluation = evaluation_for(params, dataset)
     cfg = params["datasets"][dataset]
     return fingerprint(to_json({
-        "evaluation": {key: evaluation[key] for key in ("checkpoint", "pgd_steps", "batch_size")},
+        "evaluation": {"checkpoint": evaluation["checkpoint"], "batch_size": evaluation["batch_size"],
+                       "pgd_steps": validation_for(params, dataset)["pgd_steps"]},
         "threat": {key: cfg[key] for key in ("eps", "eval_step_size")}}))
 
 

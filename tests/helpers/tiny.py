@@ -20,6 +20,7 @@ def tiny_params(epochs: int = 2) -> dict:
     params["evaluation"]["n_examples"] = 40
     params["evaluation"]["pgd_steps"] = 5
     params["evaluation"]["cw_steps"] = 5
+    params["validation"] = {"pgd_steps": 5, "cw_steps": 5}
     params["evaluation"]["per_dataset"]["digits"]["autoattack"]["n_examples"] = 8
     params["evaluation"]["per_dataset"]["digits"]["nrf"]["n_examples"] = 8
     return params

@@ -34,12 +34,13 @@ def test_validate_records_its_training_and_validation_settings(work, tmp_path) -
 
 
 def test_validation_fingerprint_follows_what_validate_measures_with() -> None:
-    """PGD's steps and step size change it; the core's AutoAttack subset does not."""
+    """PGD's steps (model selection's, `validation`) and step size change it; the core's
+    AutoAttack subset does not."""
     params = tiny_params()
     before = validation_fingerprint(validate_params(params), "digits")
     params["evaluation"]["autoattack"]["n_examples"] = 5
     assert validation_fingerprint(validate_params(params), "digits") == before
-    for change in (lambda p: p["evaluation"].update(pgd_steps=7),
+    for change in (lambda p: p["validation"].update(pgd_steps=7),
                    lambda p: p["datasets"]["digits"].update(eval_step_size=0.01)):
         changed = tiny_params()
         change(changed)

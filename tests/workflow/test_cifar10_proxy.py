@@ -64,6 +64,7 @@ def tiny_proxy_params(raw: Path, md5: str, methods: list[str] | None = None) -> 
     params["training"][PROXY].update(epochs=1, batch_size=64, precision="fp32",
                                      channels_last=False, per_method={"mt": mt})
     params["evaluation"].update(pgd_steps=3, cw_steps=3)
+    params["validation"] = {"pgd_steps": 3, "cw_steps": 3}
     params["evaluation"]["checks"]["pgd_steps"] = [1, 3]
     params["evaluation"]["nrf"].update(ib_steps=5, steps=3)
     params["evaluation"]["per_dataset"][PROXY] = {"autoattack": {"n_examples": 4}}

@@ -162,7 +162,7 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
         "params": [f"experiments.{name}", f"datasets.{dataset}", f"training.{dataset}",
                    f"models.{experiment['model']}",
                    *(f"methods.{method}" for method in used_methods(params, experiment)),
-                   "evaluation",
+                   "validation", "evaluation",
                    # table: false: the paper tiers whose tables it fills (their names, layout)
                    *(f"paper.{paths.field(path, paths.PAPER_TABLE_TEX, 'tier')}"
                      for path in table if not targets.has_table(params, name))],

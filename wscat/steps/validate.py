@@ -9,7 +9,7 @@ import torch
 
 from wscat.analysis import validation_accuracies
 from wscat.checkpoint import check_run, check_trained_by
-from wscat.config import RunConfig, evaluation_for
+from wscat.config import RunConfig, evaluation_for, validation_for
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import load_split_of
 from wscat.inference import load_model
@@ -36,15 +36,14 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     check_trained_by(checkpoint, meta, training)
     source = load_dataset(dataset, params["datasets"][dataset])
     x, y = source.take(torch.as_tensor(split.validation), device)
-    evaluation = evaluation_for(params, dataset)
+    evaluation, steps = evaluation_for(params, dataset), validation_for(params, dataset)["pgd_steps"]
     accuracies = validation_accuracies(net, x, y, eps=run.data["eps"],
-                                       step_size=run.data["eval_step_size"],
-                                       steps=evaluation["pgd_steps"],
+                                       step_size=run.data["eval_step_size"], steps=steps,
                                        batch_size=evaluation["batch_size"], seed=seed)
     result = {**accuracies, "dataset": dataset, "model": model, "method": method,
               "seed": seed, "n": len(x), "set": "validation",
               "manifest": {"checkpoint": str(checkpoint), "epoch": meta["epoch"], "ema": True,
-                           "model_mode": "eval", "pgd_steps": evaluation["pgd_steps"],
+                           "model_mode": "eval", "pgd_steps": steps,
                            "eps": run.data["eps"], "step_size": run.data["eval_step_size"],
                            "training": {"fingerprint": training},
                            "validation_settings": validation_fingerprint(params, dataset)}}

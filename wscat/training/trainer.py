@@ -44,7 +44,8 @@ def _fingerprint(run: RunConfig, data: TrainingData, meta: dict[str, Any]) -> st
     """What a resume/last.pt must have been made with to be resumed: the run's config, the
     training its step names (meta's training_fingerprint: its labelers' trainings, your own
     method's code), your method's code itself, and the training data's every image and label
-    (pseudo-labels of a retrained labeler included). Anything else starts afresh."""
+    (pseudo-labels of a retrained labeler included). Anything else starts afresh; the test-time
+    attacks (`evaluation`, which the training never reads) may change in between."""
     digest = hashlib.sha256()
     for tensor in (data.labelled_x, data.labelled_y, data.unlabelled_x, data.unlabelled_y,
                    data.validation_x, data.validation_y):
@@ -53,7 +54,8 @@ def _fingerprint(run: RunConfig, data: TrainingData, meta: dict[str, Any]) -> st
     objective = run.method_params["objective"]
     code = own_method.digest(objective) if own_method.is_own(objective) else None
     shape = [data.n_train, data.labelled_per_batch, data.num_classes, data.mean, data.std]
-    blob = json.dumps([asdict(run), shape, digest.hexdigest(), code,
+    trained_with = {k: v for k, v in asdict(run).items() if k != "evaluation"}  # test-time only
+    blob = json.dumps([trained_with, shape, digest.hexdigest(), code,
                        meta.get("training_fingerprint")], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -71,7 +73,7 @@ def _validate(ema: torch.nn.Module, data: TrainingData, run: RunConfig) -> dict[
     scores = {"val_natural": natural}
     attack = {"cw": "CW", "hm": "PGD"}.get(selection)
     if attack:
-        steps = run.evaluation["cw_steps" if attack == "CW" else "pgd_steps"]
+        steps = run.validation["cw_steps" if attack == "CW" else "pgd_steps"]
         robust = accuracy(ema, x, y, attack=attack, eps=run.data["eps"],
                           step_size=run.data["eval_step_size"], steps=steps,
                           generator=torch.Generator().manual_seed(run.seed))
