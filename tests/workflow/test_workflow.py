@@ -388,3 +388,24 @@ def test_a_metrics_file_a_failed_job_removed_is_rebuilt_with_its_table(tiny_run,
         assert str(pseudo["labeler"]) == "mt"  # what `wscat train` checks against its labeler
     again = run(["snakemake", "-n", *README_LINE[1:]], workdir, env)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit, retrained", [("evaluation", 0), ("validation", 1)])
+def test_a_stronger_test_time_attack_re_evaluates_and_retrains_nothing(tiny_run, env, edit,
+                                                                      retrained) -> None:
+    """More PGD and CW steps at test time (`evaluation`): every model re-attacked, none retrained.
+    More steps in model selection's attack (`validation`): every model retrained. A dry run on
+    the finished tiny run, with the edit in a params file of its own (--configfile)."""
+    workdir, result = tiny_run
+    assert result.returncode == 0, "the README line failed; see test_readme_line_builds_the_table"
+    params = yaml.safe_load((workdir / "params.yaml").read_text())
+    params[edit].update(pgd_steps=params[edit]["pgd_steps"] + 1,
+                        cw_steps=params[edit]["cw_steps"] + 1)
+    (workdir / "edited.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    dry = run(["snakemake", "-n", "--configfile", "edited.yaml", *README_LINE[1:]], workdir, env)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    counts = job_counts(dry.stdout)
+    runs = len(params["experiments"]["digits"]["methods"])  # one seed
+    assert counts.get("train", 0) == retrained * runs, dry.stdout[-3000:]
+    assert counts["evaluate"] == runs and counts["table"] == 1, dry.stdout[-3000:]

@@ -196,6 +196,12 @@ def get_evaluate_params(wildcards):
     return wf.evaluate_params(config, wildcards.dataset)
 
 
+def get_validation_settings(wildcards):
+    """What `wscat validate` measures with (wscat.workflow.validation_fingerprint): the
+    selection's PGD steps, not the test-time attacks'."""
+    return wf.validation_fingerprint(config, wildcards.dataset)
+
+
 def get_evaluate_extra_params(wildcards):
     return wf.evaluate_params(config, wildcards.dataset, extra=True)
 

@@ -79,7 +79,7 @@ rule validate:
         gpu=1,
     params:
         params_file=PARAMS,
-        config=get_evaluate_params,
+        config=get_validation_settings,
         training=get_training_fingerprint,
     shell:
         "wscat validate --params {params.params_file} --dataset {wildcards.dataset}"
