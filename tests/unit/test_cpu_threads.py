@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 
 import pytest
 import torch
 
 from tests.helpers.killed import killed_after_first_epoch
 from tests.helpers.tiny import digits_split, tiny_params
+from tests.unit.test_run_identity import _main, _pseudo, _validate, work  # noqa: F401
 from wscat.checkpoint import load_checkpoint, save_checkpoint
 from wscat.config import RunConfig
 from wscat.data.training_data import training_data
@@ -95,3 +97,17 @@ def test_only_a_cpu_device_records_threads() -> None:
         assert manifest_entry({}, "cuda") == {}
         assert manifest_entry({"cpu_threads": {"from epoch 1": 1}}, "cuda:0") == {
             "cpu_threads": {"training": {"from epoch 1": 1}}}
+
+
+def test_pseudo_labels_and_validation_record_their_cpu_threads(work, tmp_path) -> None:
+    """The two other steps that run a model on a CPU: the pseudo-label report and the validation
+    file say the training's record and their own count (`wscat --threads`)."""
+    training = load_checkpoint(work / "run_s1" / "best.pt")["meta"]["cpu_threads"]
+    with cpu_threads(1):  # the command sets torch's count for this process; put it back after
+        assert _main(*_pseudo(work, "standard", "run_s1/best.pt", out=tmp_path),
+                     "--threads", "2") == 0
+    report = json.loads((tmp_path / "p.json").read_text())["manifest"]
+    assert report["cpu_threads"] == {"training": training, "pseudo_labelling": 2}
+    assert _main(*_validate(work, "standard", "run_s1/best.pt", out=tmp_path)) == 0
+    validation = json.loads((tmp_path / "v.json").read_text())["manifest"]
+    assert validation["cpu_threads"] == {"training": training, "validation": 1}

@@ -15,6 +15,7 @@ from wscat.inference import load_model, predict
 from wscat.file_kinds import check_input_kind
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.provenance import versions
+from wscat.training import threads
 from wscat.workflow import split_params, training_fingerprint
 
 
@@ -53,7 +54,8 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
               "accuracy": round(100.0 * float((predicted == truth).float().mean()), 4),
               "per_class_accuracy": per_class,
               "manifest": {"checkpoint": str(checkpoint), "checkpoint_epoch": meta["epoch"],
-                           "ema": True, "mode": "eval", "versions": versions()}}
+                           "ema": True, "mode": "eval", "versions": versions(),
+                           **threads.manifest_entry(meta, device, "pseudo_labelling")}}
     with atomic_path(out) as tmp:
         with open(tmp, "wb") as handle:
             np.savez(handle, indices=split.unlabelled, pseudo_labels=predicted.numpy(),

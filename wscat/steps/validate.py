@@ -14,6 +14,7 @@ from wscat.data import load_dataset, raw_files
 from wscat.data.split import load_split_of
 from wscat.inference import load_model
 from wscat.io import check_writable, guard_outputs, write_json
+from wscat.training import threads
 from wscat.workflow import split_params, training_fingerprint, validation_fingerprint
 
 
@@ -46,6 +47,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
                            "model_mode": "eval", "pgd_steps": steps,
                            "eps": run.data["eps"], "step_size": run.data["eval_step_size"],
                            "training": {"fingerprint": training},
+                           **threads.manifest_entry(meta, device, "validation"),
                            "validation_settings": validation_fingerprint(params, dataset)}}
     write_json(out, result)
     return result

@@ -1,10 +1,11 @@
 """The CPU threads a training or an evaluation computed with, where they change its numbers.
 
 On a CPU, torch splits a float sum across its threads, so the same run at 1 and at 2 threads
-differs in the last bits (MT's first epoch: loss 2.249523 against 2.249562). A checkpoint's meta
-and a metrics manifest therefore record the count (`cpu_threads`); on a CUDA device the math runs
-on the GPU (the CPU threads only load data), so nothing is recorded there. The count is not part
-of the training fingerprint: runs made before it was recorded stay valid.
+differs in the last bits (MT's first epoch: loss 2.249523 against 2.249562). A checkpoint's meta,
+a metrics manifest, a pseudo-label report and a validation file therefore record the count
+(`cpu_threads`); on a CUDA device the math runs on the GPU (the CPU threads only load data), so
+nothing is recorded there. The count is not part of the training fingerprint: runs made before
+it was recorded stay valid.
 
 A training's record maps the first epoch of each stretch to its count, e.g. `{"from epoch 1": 1}`,
 or `{"from epoch 1": 1, "from epoch 4": 2}` for a run resumed at another count (a stretch on a
@@ -55,9 +56,11 @@ def resumed_record(previous: dict[str, Any] | None, epoch: int, device: torch.de
         f"meta.{KEY} in its checkpoints and in its metrics' manifest)")
 
 
-def manifest_entry(meta: dict[str, Any], device: torch.device | str) -> dict[str, Any]:
+def manifest_entry(meta: dict[str, Any], device: torch.device | str,
+                   role: str = "evaluation") -> dict[str, Any]:
     """A metrics manifest's `cpu_threads`: the training's record (from the checkpoint's meta) and
-    the evaluation's own count, each where it changes numbers; {} when neither does."""
-    entry = {"training": meta.get(KEY), "evaluation": cpu_count(device)}
+    the count of the step that wrote it (`role`: the evaluation, the pseudo-labelling, the
+    validation), each where it changes numbers; {} when neither does."""
+    entry = {"training": meta.get(KEY), role: cpu_count(device)}
     entry = {key: value for key, value in entry.items() if value is not None}
     return {KEY: entry} if entry else {}
