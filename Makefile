@@ -1,5 +1,5 @@
-# make venv | demo | table2-digits | ablation-digits | paper-digits | readme | report | test |
-# test-fast | test-slurm | clean
+# make venv | lock | demo | table2-digits | ablation-digits | paper-digits | fresh-seeds-digits |
+# readme | rulegraph | report | test | test-fast | test-slurm | clean
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := test
