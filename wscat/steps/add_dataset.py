@@ -109,16 +109,17 @@ def inspect(name: str, path: Path) -> NpzSummary:
 
 
 def _decay(steps: int) -> float:
-    """EMA decay with a memory of about one epoch, 10 steps at least (digits: 11 steps an epoch,
-    0.9; the released code's 0.995 at CIFAR-10's 391 steps is the cap)."""
+    """EMA decay with a memory of about one epoch, 10 steps at least (digits, at 12 steps an
+    epoch, has 0.9, set by hand; the released code's 0.995 at CIFAR-10's 391 steps is the cap)."""
     return min(0.995, round(1 - 1 / max(10, steps), 3))
 
 
 def teacher_decay(cifar: float, steps: int) -> float:
     """The Mean Teacher decay at `steps` an epoch that keeps the horizon in epochs `cifar` has at
-    CIFAR-10's 391 steps (params.yaml's rule for digits and the proxy): horizon = 1 / ((1 -
-    cifar) x 391) epochs, decay = 1 - 1/(horizon x steps); 1 - decay to two significant digits
-    (the proxy's 111 steps: 0.965 / 0.9965), and a memory of one step at least (0: the student)."""
+    CIFAR-10's 391 steps (params.yaml's rule for the proxy; digits departs from it): horizon =
+    1 / ((1 - cifar) x 391) epochs, decay = 1 - 1/(horizon x steps); 1 - decay to two
+    significant digits (the proxy's 111 steps: 0.965 / 0.9965), and a memory of one step at least
+    (0: the student)."""
     rate = (1 - cifar) * CIFAR_STEPS / steps
     return 0.0 if rate >= 1 else float(1 - Decimal(f"{rate:.2g}"))
 
