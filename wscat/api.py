@@ -6,10 +6,11 @@ the files they exchange kept in one folder:
     from wscat import api
 
     params = api.load_params("params.yaml")
-    run = api.train_method("trades", params=params, dataset="digits", seed=1, out_dir="runs/digits")
+    run = api.train_method("trades", params=params, dataset="digits", seed=1, out_dir="runs/digits",
+                           threads=1)   # one CPU thread: the workflow's numbers, bit for bit
     test = api.test_set(run.split, params=params)             # the seed's test images and labels
     predicted = api.predict(api.load_model(run.checkpoint)[0], test.images)
-    result = api.evaluate_checkpoint(run.checkpoint, params=params)   # part="core"
+    result = api.evaluate_checkpoint(run.checkpoint, params=params, threads=1)   # part="core"
     print(result.accuracy)      # Natural, FGSM, PGD, CW, AA and their harmonic Mean
     api.export_model(run.checkpoint, result.path, "runs/digits/trades-digits.json")
 
@@ -20,9 +21,10 @@ docs/api.md has the complete example (a test runs it) and typical times.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +35,8 @@ from torch import nn
 
 from wscat import inference
 from wscat.api_checks import (InputNotFound, as_path, check_model_argument, check_names,
-                              check_output, check_run_of, check_training, checked_seed, guard,
-                              images_for, input_file, short)
+                              check_output, check_run_of, check_training, checked_seed,
+                              checked_threads, guard, images_for, input_file, short)
 from wscat.config import ConfigError, load_params as _load_params, method_for, validate_params
 from wscat.data import ImageDataset, load_dataset as _load_dataset, load_split
 from wscat.data.split import check_split_fits
@@ -172,26 +174,41 @@ def _split(params: dict[str, Any], dataset: str, seed: int, out_dir: Path) -> Pa
     return path
 
 
+@contextlib.contextmanager
+def _cpu_threads(threads: int | None) -> Iterator[None]:
+    """torch's CPU threads set to `threads` for one call (None: left as they are), then back."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def train_method(method: str, *, out_dir: str | Path, dataset: str = "digits", model: str = "cnn",
                  seed: int = 1, params: ParamsLike = "params.yaml",
-                 device: DeviceLike = "auto") -> TrainResult:
+                 device: DeviceLike = "auto", threads: int | None = None) -> TrainResult:
     """Train `method` on `dataset` for one seed; files go to out_dir/<method>/.
 
     The split is out_dir/split-seed<seed>.npz (made if missing). A method on pseudo-labels
     trains its labeler into out_dir/<labeler>/ first and labels the unlabelled part with it;
     DMAT's unlabelled generated images are labelled the same way. `device` "auto": CUDA where
     there is one; a paper-size model (10M+ parameters) trains on a CPU only with device="cpu".
+    `threads`: torch's CPU threads during the call (None: torch's count). A CPU's float sums
+    depend on it, so the workflow's numbers, computed on one thread a job, need threads=1.
     Every argument (`seed`: an int in 0..2^32-1) is checked before anything is written.
     """
     params = _params(params)
     check_names(params, dataset=dataset, model=model, method=method)
-    seed = checked_seed(seed)
+    seed, threads = checked_seed(seed), checked_threads(threads)
     out_dir = as_path(out_dir, "out_dir", "a folder for the runs' files (made if missing)")
     device_named, device = named(device), pick_device(device)
     check_training(params, method, dataset=dataset, model=model, seed=seed, out_dir=out_dir,
                     device=device, device_named=device_named)
-    return _train(params, method, dataset=dataset, model=model, seed=seed, out_dir=out_dir,
-                  device=device, device_named=device_named)
+    with _cpu_threads(threads):
+        return _train(params, method, dataset=dataset, model=model, seed=seed, out_dir=out_dir,
+                      device=device, device_named=device_named)
 
 
 def _train(params: dict[str, Any], method: str, *, dataset: str, model: str, seed: int,
@@ -234,7 +251,8 @@ PARTS = {"core": "metrics.json", "all": "metrics.json", "extra": "metrics-extra.
 def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.yaml",
                         part: str = "core", split: str | Path | None = None,
                         out: str | Path | None = None, core: str | Path | None = None,
-                        device: DeviceLike = "auto") -> EvaluationResult:
+                        device: DeviceLike = "auto", threads: int | None = None
+                        ) -> EvaluationResult:
     """The attack suite of params.yaml's `evaluation` on a checkpoint's test set.
 
     `part`: "core" (the paper's Natural, FGSM, PGD-20, CW-20, AutoAttack and their harmonic Mean,
@@ -243,14 +261,16 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
     one file). The dataset, model, method and seed come from the checkpoint. Without `split`,
     the test set is that of the checkpoint's seed, made again (splits are deterministic). The
     metrics JSON goes to `out` (default: beside the checkpoint, metrics.json; the extras:
-    metrics-extra.json). Every argument is checked before anything is written; a split this
-    call made is removed again if the evaluation refuses.
+    metrics-extra.json). `threads` as train_method's (the workflow's numbers: threads=1). Every
+    argument is checked before anything is written; a split this call made is removed again if
+    the evaluation refuses.
     """
     if not isinstance(part, str) or part not in PARTS:
         raise ValueError(f"unknown part {short(part)}; choose one of {', '.join(PARTS)}")
     if core is not None and part != "extra":  # not read: say so rather than ignore it
         raise ValueError(f"core= is read by part='extra' only, not part='{part}'; drop it")
     params, checkpoint = _params(params), input_file(checkpoint, "checkpoint")
+    threads = checked_threads(threads)
     split = None if split is None else input_file(split, "split")
     device = pick_device(device)
     _, meta = inference.load_model(checkpoint, torch.device("cpu"))
@@ -270,10 +290,11 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
         made = None if split.exists() else split
         _split(params, meta["dataset"], meta["seed"], checkpoint.parent)
     try:
-        result = evaluate.run(params, dataset=meta["dataset"], model=meta["model"],
-                              method=meta["method"], seed=meta["seed"], split_path=split,
-                              checkpoint=checkpoint, out=out, device=device, part=part,
-                              core_path=core)
+        with _cpu_threads(threads):
+            result = evaluate.run(params, dataset=meta["dataset"], model=meta["model"],
+                                  method=meta["method"], seed=meta["seed"], split_path=split,
+                                  checkpoint=checkpoint, out=out, device=device, part=part,
+                                  core_path=core)
     except ValueError:
         if made is not None:
             made.unlink(missing_ok=True)

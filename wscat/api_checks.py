@@ -63,6 +63,23 @@ def checked_seed(seed: Any) -> int:
     return int(seed)
 
 
+THREADS_MAX = 1024  # as the command line's --threads (wscat.cli.THREADS_MAX)
+
+
+def checked_threads(threads: Any) -> int | None:
+    """CPU threads for torch during one call: None (torch's count) or an int (not a bool) in
+    1..THREADS_MAX, as `--threads` takes it."""
+    if threads is None:
+        return None
+    if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, numbers.Integral):
+        raise ValueError(f"threads={short(threads)} is not an int; give 1 (what the workflow's "
+                         "jobs compute on) or more, or None for torch's count")
+    if not 1 <= threads <= THREADS_MAX:
+        raise ValueError(f"threads={threads} is outside 1..{THREADS_MAX}; give 1 (the "
+                         "workflow's) or more")
+    return int(threads)
+
+
 def as_path(value: Any, argument: str, give: str) -> Path:
     """`value` as a Path; anything else (None, a TrainResult, a number) refused in one line."""
     if isinstance(value, (str, os.PathLike)) and not isinstance(value, bytes):

@@ -335,3 +335,36 @@ def test_last_pt_is_evaluated_only_where_the_params_evaluate_last(made, tmp_path
             f"{last} is a run's last.pt, but these params evaluate its best.pt "
             "(evaluation.checkpoint: best); pass its best.pt, or set evaluation.checkpoint: last")
     assert files(tmp_path) == set()
+
+
+@pytest.mark.parametrize("threads, words", [
+    (True, ["threads=True is not an int"]),
+    ("2", ["threads='2' is not an int"]),
+    (1.0, ["threads=1.0 is not an int"]),
+    (0, ["threads=0 is outside 1..1024"]),
+    (5000, ["threads=5000 is outside 1..1024"]),
+])
+def test_threads_must_be_an_int_in_range_and_nothing_is_written(tmp_path, tiny, made, threads,
+                                                                 words):
+    refused(lambda: api.train_method("trades", out_dir=tmp_path / "runs", params=tiny,
+                                     threads=threads), *words)
+    assert not (tmp_path / "runs").exists()
+    refused(lambda: api.evaluate_checkpoint(made["checkpoint"], params=made["params"],
+                                            out=tmp_path / "m.json", threads=threads), *words)
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_threads_hold_for_the_call_only_and_are_recorded(tmp_path, made) -> None:
+    """threads=2 computes the call on two CPU threads (the checkpoint and the metrics record it)
+    and gives torch its count back after; the workflow's numbers come from threads=1."""
+    before = torch.get_num_threads()
+    run = api.train_method("standard", out_dir=tmp_path / "runs", params=made["params"],
+                           device="cpu", threads=before + 1)
+    assert torch.get_num_threads() == before
+    meta = api.load_model(run.checkpoint)[1]
+    assert meta["cpu_threads"] == {"from epoch 1": before + 1}
+    result = api.evaluate_checkpoint(run.checkpoint, params=made["params"], device="cpu",
+                                     threads=before + 1)
+    assert torch.get_num_threads() == before
+    assert result.manifest["cpu_threads"] == {"training": {"from epoch 1": before + 1},
+                                              "evaluation": before + 1}
