@@ -52,8 +52,11 @@ def rebuild_token(outputs: Sequence[str], inputs: Sequence[str], state: Path = S
         more = f" and {len(missing) - 1} more of its inputs are" if len(missing) > 1 else " is"
         cause = f"wscat: {missing[0]}{more} missing (a failed or interrupted job removes its output)"
         if not recorded(present[0]):
-            print(f"{cause}, and Snakemake holds no record of {present[0]}, so it would call it "
-                  f"up to date: ask for the missing file by name (snakemake -- {missing[0]})",
+            ask = (f"ask for the missing file by name (snakemake -- {missing[0]})"
+                   if len(missing) == 1 else f"force it, which builds its inputs first "
+                   f"(snakemake --forcerun {present[0]} -- {present[0]})")
+            print(f"{cause}, and Snakemake holds no record of {present[0]} (a fresh clone, a "
+                  f"DVC --temp or --queue run), so it would call it up to date: {ask}",
                   file=sys.stderr)
             _bumped[key] = f"rebuild {last}" if last else NOT_RECORDED
             return _bumped[key]

@@ -66,3 +66,17 @@ def test_without_snakemakes_record_the_line_says_to_ask_for_the_file(files, caps
     line = capsys.readouterr().err
     assert f"ask for the missing file by name (snakemake -- {inputs[0]})" in line
     assert line.count("\n") == 1 and not state.exists()
+
+
+def test_without_a_record_several_missing_inputs_are_built_by_forcing_the_table(files,
+                                                                                capsys) -> None:
+    """A fresh clone of a commit with the tables: every input missing, no record. Asking for one
+    file by name would build one; forcing the table builds them all."""
+    outputs, inputs, state = files
+    Path(outputs[0]).write_text("table")
+    for name in inputs:
+        Path(name).unlink()
+    assert rebuild_token(outputs, inputs, state, recorded=lambda path: False) is NOT_RECORDED
+    line = capsys.readouterr().err
+    assert f"(snakemake --forcerun {outputs[0]} -- {outputs[0]})" in line, line
+    assert f"{len(inputs) - 1} more of its inputs" in line and line.count("\n") == 1

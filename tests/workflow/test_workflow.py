@@ -409,3 +409,26 @@ def test_a_stronger_test_time_attack_re_evaluates_and_retrains_nothing(tiny_run,
     runs = len(params["experiments"]["digits"]["methods"])  # one seed
     assert counts.get("train", 0) == retrained * runs, dry.stdout[-3000:]
     assert counts["evaluate"] == runs and counts["table"] == 1, dry.stdout[-3000:]
+
+
+def test_a_fresh_clone_of_committed_tables_says_how_to_build_its_runs(tmp_path: Path,
+                                                                      env: dict[str, str]) -> None:
+    """A clone of a commit that holds the tables (docs/workflow.md's baseline) has none of their
+    runs and no Snakemake record: a dry run finds nothing to do and says so in one line naming
+    the command, and that command plans every job of the table."""
+    workdir = copy_workflow(tmp_path, tiny_params())
+    tables = workdir / "results/tables"
+    tables.mkdir(parents=True)
+    for name in ("digits.tex", "digits.csv", "digits.md", "digits-paired.csv", "digits-paired.tex"):
+        (tables / name).write_text("committed\n")
+    target = "results/tables/digits.tex"
+    dry = run([str(BIN / "snakemake"), "-n", "--", target], workdir, env)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    lines = [line for line in dry.stderr.splitlines() if line.startswith("wscat:")]
+    command = f"snakemake --forcerun {target} -- {target}"
+    assert len(lines) == 1 and f"({command})" in lines[0], dry.stderr[-3000:]
+    forced = run([str(BIN / "snakemake"), "-n", *command.split()[1:]], workdir, env)
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    runs = len(tiny_params()["experiments"]["digits"]["methods"])  # one seed
+    counts = job_counts(forced.stdout)
+    assert counts["train"] == runs and counts["evaluate"] == runs and counts["table"] == 1, counts
