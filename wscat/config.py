@@ -302,6 +302,10 @@ def _check_references(params: dict[str, Any], source: str = "params.yaml") -> No
         if experiment["model"] not in params["models"]:
             raise ConfigError(f"experiments.{name}: unknown model '{experiment['model']}'; "
                               f"models: {', '.join(params['models'])}")
+        reference = experiment.get("reference")
+        if reference is not None and reference not in experiment["methods"]:
+            raise ConfigError(f"experiments.{name}.reference: '{reference}' is not one of its "
+                              f"methods ({', '.join(experiment['methods'])}); name one of them")
         for method in experiment["methods"]:
             if method not in methods:
                 raise ConfigError(f"experiments.{name}: unknown method '{method}'; known methods: "

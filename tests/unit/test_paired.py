@@ -404,3 +404,36 @@ def test_a_paired_comparison_without_wscat_says_so_and_holds_no_row(tmp_path, ca
     table.run(params, experiment="mini", metrics=[tmp_path / "m.json"], tex=tmp_path / "t.tex",
               csv=tmp_path / "t.csv", summary=tmp_path / "s.json", paired_csv=tmp_path / "p.csv")
     assert "no paired comparison" not in capsys.readouterr().out
+
+
+def test_an_experiment_without_wscat_compares_with_the_reference_it_names(tmp_path, capsys,
+                                                                         monkeypatch):
+    """experiments.X.reference: MART-like and TRADES against RST, an experiment WSCAT is not
+    in; the rows, the verdicts and the captions name RST, and a reference outside the
+    experiment's methods is refused in one line."""
+    from wscat.config import ConfigError, load_params, validate_params
+    from wscat.steps import table
+
+    params = load_params(Path(__file__).resolve().parents[2] / "params.yaml")
+    params["experiments"]["mini"] = {**params["experiments"]["digits"],
+                                     "methods": ["standard", "trades", "rst"],
+                                     "reference": "rst"}
+    params = validate_params(params)
+    monkeypatch.setattr(table, "check_training", lambda *a, **k: None)
+    files = _write(tmp_path, _runs({"standard": -0.4, "trades": -0.2, "rst": 0.0}))
+    out = {k: tmp_path / f"mini{k}" for k in (".tex", ".csv", ".json", ".md", "-p.csv", "-p.tex")}
+    table.run(params, experiment="mini", metrics=files, tex=out[".tex"], csv=out[".csv"],
+              summary=out[".json"], md=out[".md"], paired_csv=out["-p.csv"],
+              paired_tex=out["-p.tex"])
+    assert "no paired comparison" not in capsys.readouterr().out
+    with open(out["-p.csv"], newline="") as handle:
+        paired = list(csv.DictReader(handle))
+    assert [(r["method"], r["reference"]) for r in paired] == [("TRADES", "RST")]
+    assert paired[0]["verdict"] == "lower than RST"
+    assert r"\caption{Paired comparison with RST:" in out["-p.tex"].read_text()
+    assert "*Paired comparison with RST:" in out[".md"].read_text()
+    params["experiments"]["mini"]["reference"] = "wscat"
+    with pytest.raises(ConfigError) as refused:
+        validate_params(params)
+    assert str(refused.value) == ("experiments.mini.reference: 'wscat' is not one of its methods "
+                                  "(standard, trades, rst); name one of them")

@@ -136,9 +136,10 @@ def paired_attacks_markdown(by_attack: pd.DataFrame | None,
     return "\n".join(lines) + "\n"
 
 
-def paired_tex(paired: pd.DataFrame, display_names: Mapping[str, str], *, label: str) -> str:
-    """The paired comparison as a LaTeX table."""
-    reference = display_names[paired.iloc[0]["reference"]] if not paired.empty else "WSCAT"
+def paired_tex(paired: pd.DataFrame, display_names: Mapping[str, str], *, label: str,
+               reference: str = "wscat") -> str:
+    """The paired comparison as a LaTeX table (against `reference`, a method key)."""
+    reference = display_names.get(reference, reference)
     caption = (how_to_read(paired.iloc[0], reference, len(paired), _any_apart(paired))
                if not paired.empty else
                f"difference in Mean against {reference}: no other adversarially trained method.")

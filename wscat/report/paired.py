@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from wscat.metrics import ATTACKS
+from wscat.report.names import display_name
 
 REFERENCE = "wscat"
 LEVEL = 0.95
@@ -351,7 +352,8 @@ def verdict(row: Mapping) -> str:
     """What a reader may say of one row, and which seed stands apart (`apart`) where one does."""
     if not has_interval(row):
         return "no interval" if row["n_seeds"] > 1 else ONE_SEED
+    reference = display_name(row.get("reference") or REFERENCE)
     said = ("within noise" if not row["excludes_zero"] else
-            "higher than WSCAT" if row["delta_mean"] > 0 else "lower than WSCAT")
+            f"higher than {reference}" if row["delta_mean"] > 0 else f"lower than {reference}")
     odd = row.get("apart_seed")
     return said if odd is None or pd.isna(odd) else f"{said}; seed {int(odd)} apart"

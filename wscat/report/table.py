@@ -314,30 +314,33 @@ def _long_csv(summary: pd.DataFrame, *, experiment: str, dataset: str, model: st
 
 
 def _paired_comparison(runs: list[tuple[Path, dict]], methods: Sequence[str],
-                       adversarial: set[str]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """The paired interval of every other AT method against WSCAT in Mean (empty without WSCAT),
-    and on each attack alone (None where the Mean's has no per-image flags to resample)."""
+                       adversarial: set[str], reference: str
+                       ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """The paired interval of every other AT method against `reference` in Mean (empty without
+    it), and on each attack alone (None where the Mean's has no per-image flags to resample)."""
     from wscat.report import paired
 
-    others = [m for m in methods if m in adversarial and m != paired.REFERENCE]
+    others = [m for m in methods if m in adversarial and m != reference]
     tabulated = [d for _, d in runs if d["method"] in methods]
-    if paired.REFERENCE not in methods:
+    if reference not in methods:
         return pd.DataFrame(columns=paired.COLUMNS), None
     try:
         flags = paired.correctness(tabulated)
     except paired.NotTheTablesMean as refusal:  # the table stands; the interval is refused
-        return paired.without_interval(tabulated, others, str(refusal)), None
-    return paired.paired_interval(flags, others), paired.paired_by_attack(flags, others)
+        return paired.without_interval(tabulated, others, str(refusal),
+                                       reference=reference), None
+    return (paired.paired_interval(flags, others, reference=reference),
+            paired.paired_by_attack(flags, others, reference=reference))
 
 
 def write_table(*, experiment: str, dataset: str, model: str, metrics_files: list[Path],
                 methods: list[str], display_names: Mapping[str, str], adversarial: Iterable[str],
                 tex_path: Path, csv_path: Path, summary_path: Path,
                 notes: Sequence[str] = (), md_path: Path | None = None,
-                paired_csv_path: Path | None = None, paired_tex_path: Path | None = None
-                ) -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
+                paired_csv_path: Path | None = None, paired_tex_path: Path | None = None,
+                reference: str = "wscat") -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
     """Build one experiment's table: the .tex, the long .csv (as reported.csv, plus n_seeds), the
-    summary JSON, and optionally its Markdown twin and the paired comparison against WSCAT
+    summary JSON, and optionally its Markdown twin and the paired comparison against `reference`
     (`wscat.report.paired`: .csv, .tex, and a section of the Markdown twin).
 
     Everything is read and rendered before the first file is written, so a failure writes nothing.
@@ -366,7 +369,8 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     outputs = {tex_path: tex, csv_path: csv}
     compared = None
     if md_path or paired_csv_path or paired_tex_path:
-        compared = comparison, by_attack = _paired_comparison(runs, methods, adversarial)
+        compared = comparison, by_attack = _paired_comparison(runs, methods, adversarial,
+                                                              reference)
         if md_path:
             outputs[md_path] = "\n".join(filter(None, [
                 markdown.table_markdown(summary, methods=methods, display_names=display_names,
@@ -377,7 +381,8 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
             outputs[paired_csv_path] = markdown.paired_csv(comparison, display_names)
         if paired_tex_path:
             outputs[paired_tex_path] = markdown.paired_tex(comparison, display_names,
-                                                           label=f"Tab-paired-{experiment}")
+                                                           label=f"Tab-paired-{experiment}",
+                                                           reference=reference)
     for path, text in outputs.items():
         write_text(path, text)
     write_json(summary_path, means)

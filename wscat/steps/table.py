@@ -1,5 +1,6 @@
 """`wscat table`: an experiment's table (.tex, .csv, summary .json; optionally Markdown and the
-paired bootstrap against WSCAT) from its per-(method, seed) metrics files."""
+paired comparison against WSCAT, or the experiment's `reference`) from its per-(method, seed)
+metrics files."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -31,11 +32,13 @@ def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Pa
                           "its runs fill "
                           + (f"the paper tier's tables ({', '.join(tiers)}): build those"
                              if tiers else "no table; set `table: true` to give it one"))
-    if (paired_csv or paired_tex) and paired.REFERENCE not in spec["methods"]:
+    reference = spec.get("reference", paired.REFERENCE)
+    if (paired_csv or paired_tex) and reference not in spec["methods"]:
         # The pipeline asks every table for them, so they are written, with no row; said here.
         print(f"no paired comparison: experiment '{experiment}' has no "
-              f"{display_name(paired.REFERENCE)} (its methods: {', '.join(spec['methods'])}); "
-              "its paired files hold no row")
+              f"{display_name(reference)} (its methods: {', '.join(spec['methods'])}); "
+              f"its paired files hold no row; compare with another of them: "
+              f"experiments.{experiment}.reference")
     guard_outputs({"metrics file": metrics},
                   {"--tex": tex, "--csv": csv, "--summary": summary, "--md": md,
                    "--paired-csv": paired_csv, "--paired-tex": paired_tex})
@@ -47,7 +50,8 @@ def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Pa
                        adversarial={m for m in methods if is_adversarial(method_for(params, m))},
                        tex_path=tex, csv_path=csv, summary_path=summary,
                        notes=table_notes(params, spec["dataset"], methods), md_path=md,
-                       paired_csv_path=paired_csv, paired_tex_path=paired_tex)
+                       paired_csv_path=paired_csv, paired_tex_path=paired_tex,
+                       reference=reference)
 
 
 def table_notes(params: dict[str, Any], dataset: str, methods: list[str]) -> list[str]:
