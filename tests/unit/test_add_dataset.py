@@ -63,6 +63,9 @@ def test_no_test_part_holds_a_fraction_out(tmp_path: Path) -> None:
                           out=tmp_path / "other.yaml")
     assert params.read_text() == (ROOT / "params.yaml").read_text()  # --out: the input untouched
     assert yaml.safe_load(out.read_text())["datasets"]["mine"]["test_fraction"] == 0.2
+    # its header says so, not "N training and 0 test images"
+    assert "no test part (a stratified 20% of them is held out below as the test set)" in \
+        out.read_text() and " and 0 test images" not in out.read_text()
 
 
 def test_insert_refuses_a_flow_mapping() -> None:

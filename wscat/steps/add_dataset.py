@@ -174,8 +174,11 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
     methods = [m for m in DEMO_METHODS if m in params["methods"]] or list(params["methods"])[:1]
     dataset = [
         f"{name}:",
-        f"  # wscat add-dataset: {summary.train} training and {summary.test} test images, "
-        f"{height}x{width}x{channels}, {summary.classes} classes",
+        (f"  # wscat add-dataset: {summary.train} training and {summary.test} test images, "
+         if summary.test else
+         f"  # wscat add-dataset: {summary.train} images, no test part (a stratified "
+         f"{TEST_FRACTION:.0%} of them is held out below as the test set), ")
+        + f"{height}x{width}x{channels}, {summary.classes} classes",
         "  source: npz",
         f"  path: {path}",
         f"  md5: {md5}   # of the file above: a changed file stops the split (update or delete)",
