@@ -29,10 +29,13 @@ ANALYSED = ("Fig-similarity", "Fig-feature")  # read results/analysis/ (`wscat a
 
 
 def tier_spec(params: dict[str, Any], tier: str) -> dict[str, Any]:
+    """A tier of the params' paper: section; ConfigError (one line) for one it lacks. The params
+    do not carry the name of their file (a --params full.yaml is not params.yaml), so the line
+    names the section, not a file."""
     tiers = params.get("paper") or {}
     if tier not in tiers:
-        raise ConfigError(f"unknown paper tier '{tier}'; params.yaml paper: has "
-                          f"{', '.join(tiers) or 'none'}")
+        raise ConfigError(f"unknown paper tier '{tier}'; the params file's paper: section has "
+                          f"{', '.join(tiers) or 'none'}; pass one of those")
     return tiers[tier]
 
 
@@ -52,8 +55,9 @@ def experiment(params: dict[str, Any], name: str, dataset: str | None = None) ->
     experiments are needed only when one of its targets is asked for)."""
     spec = params["experiments"].get(name)
     if spec is None:
-        raise ConfigError(f"the paper section names experiment '{name}', which params.yaml's "
-                          "experiments: lacks; add it back to build the paper's tables and figures")
+        raise ConfigError(f"the paper section names experiment '{name}', which the params "
+                          "file's experiments: lacks; add it back to build the paper's tables and "
+                          "figures")
     if dataset is not None and spec["dataset"] != dataset:
         raise ConfigError(f"experiment '{name}' is on dataset '{spec['dataset']}', but the paper "
                           f"section uses it for '{dataset}'")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wscat import paths
 from wscat.data.split import load_split
 from wscat.metrics import ATTACKS, harmonic_mean
 from wscat.report import paper
@@ -244,10 +245,44 @@ def _minutes(seconds: float) -> str:
     return f"${minutes}^{{\\prime}}{rest:02d}^{{\\prime\\prime}}$"
 
 
+def epoch_seconds(path: str, rebuild: str) -> list[float]:
+    """Every epoch's `seconds` of the train_log.csv at `path`, read through the checked reader
+    (`read_train_log`); a log it refuses, or one whose `seconds` is missing, empty, NaN,
+    infinite or negative on any epoch (a mean over the rest would pass for the run's), is
+    refused in one line naming `path` and `rebuild`, the Snakemake command that retrains its
+    run."""
+    from wscat.report.figures import read_train_log
+
+    try:
+        read_train_log(Path(path))
+        text = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except ValueError as error:
+        raise ValueError(f"{error} (Snakemake retrains it: {rebuild})") from error
+    if "seconds" not in text.columns:
+        raise ValueError(f"{path} lacks the seconds column (each epoch's time, which `wscat train` "
+                         f"logs), so its run's epoch time is unknown; retrain its run: {rebuild}")
+    seconds = []
+    for line, cell in enumerate(text["seconds"], start=2):
+        value = pd.to_numeric(str(cell).strip() or "nan", errors="coerce")
+        if not (np.isfinite(value) and value >= 0):
+            shown = f"'{str(cell).strip()}'" if str(cell).strip() else "empty"
+            raise ValueError(f"{path}, line {line}: seconds is {shown}, not a time >= 0, so its "
+                             f"run's mean epoch time is unknown; retrain its run: {rebuild}")
+        seconds.append(float(value))
+    return seconds
+
+
+def _rebuild_line(run: paper.Run, tier: str, label: str) -> str:
+    """The Snakemake command that retrains a run (so remakes its train_log.csv) for a table."""
+    table = paths.fill(paths.PAPER_TABLE_TEX, tier=tier, label=label)
+    return f"snakemake --forcerun {run.train_log()} -- {table}"
+
+
 def time_table(params: dict[str, Any], tier: str, root: str
                ) -> tuple[str, list[dict[str, Any]]]:
     """Supplementary Tab-ap-time: mean epoch time of WSCAT and RST, measured during training
-    (train_log.csv's `seconds`), and the machine each run's checkpoint names."""
+    (train_log.csv's `seconds`, every epoch's: `epoch_seconds`), and the machine each run's
+    checkpoint names."""
     from wscat.checkpoint import load_checkpoint
 
     names, model_names = _names(params, tier)
@@ -260,8 +295,9 @@ def time_table(params: dict[str, Any], tier: str, root: str
             runs = paper.experiment_runs(params, entry["performance"]["experiment"], [method])
             per_run = []
             for run in runs:
-                log = pd.read_csv(run.train_log(root))
-                per_run.append(float(log["seconds"].mean()))
+                seconds = epoch_seconds(run.train_log(root),
+                                        _rebuild_line(run, tier, "Tab-ap-time"))
+                per_run.append(float(np.mean(seconds)))
                 meta = load_checkpoint(run.checkpoint(root))["meta"]
                 machines.add(meta.get("machine", "an unrecorded machine"))
             mean = float(np.mean(per_run))
