@@ -240,7 +240,8 @@ def test_training_a_finished_run_again_says_so_before_it_starts(work, capsys, tm
                  "--out-dir", tmp_path / "run", "--device", "cpu") == 0
     err = capsys.readouterr().err
     assert (f"{tmp_path / 'run'} holds this run, finished: it trains again from the start; "
-            "best.pt, last.pt and train_log.csv there are replaced when it ends") in err, err
+            "best.pt, last.pt, train_log.csv and dvclive/ there are replaced when it ends"
+            ) in err, err
     capsys.readouterr()
     assert _main("train", "--params", work / "params.yaml", "--dataset", "digits", "--model",
                  "cnn", "--method", "standard", "--seed", 2, "--split", work / "s2.npz",

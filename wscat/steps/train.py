@@ -110,8 +110,8 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
         data = with_generated(data, run, source, labeler_checkpoint, device, params)
     if (out_dir / "best.pt").is_file() and not (out_dir / "resume" / "last.pt").is_file():
         print(f"{out_dir} holds this run, finished: it trains again from the start; best.pt, "
-              "last.pt and train_log.csv there are replaced when it ends", file=sys.stderr,
-              flush=True)
+              "last.pt, train_log.csv and dvclive/ there are replaced when it ends",
+              file=sys.stderr, flush=True)
     with output_lock(out_dir, f"wscat train {method} seed {seed}"):  # one writer per run
         return train(run, data, out_dir, device=device,
                      meta={"versions": versions(), "machine": machine(device),
