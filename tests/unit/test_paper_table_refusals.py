@@ -318,3 +318,17 @@ def test_paper_compare_takes_epoch_seconds_above_100(tmp_path: Path, monkeypatch
     capsys.readouterr()
     assert cli.main(["paper-compare", "--label", "Tab-ap-time", "--table-csv", "time.csv",
                      "--tex", "pc.tex", "--csv", "pc.csv"]) == 0, capsys.readouterr().err
+
+
+# --- `wscat paper-index`: an index of files that are there ---------------------------------------
+
+def test_paper_index_refuses_a_tier_whose_outputs_are_missing(tmp_path: Path, tier_params,
+                                                             capsys) -> None:
+    """It used to exit 0 with a list of ~60 links to files that were not there (an empty
+    --results); now one line names the first missing one and the target that makes it."""
+    results = tmp_path / "empty"
+    results.mkdir()
+    first = paper.tier_outputs(tier_params, "digits", str(results))[0]
+    one_line_error(["paper-index", "--params", str(PARAMS), "--tier", "digits", "--results",
+                    str(results), "--out", str(tmp_path / "index.md")],
+                   (f"{first}: not found; make it first", "Snakemake target"), tmp_path, capsys)

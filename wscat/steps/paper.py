@@ -201,7 +201,9 @@ def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, 
 
 
 def run_index(params: dict[str, Any], *, tier: str, results: str, out: Path) -> None:
-    """index.md of a tier's tables and figures."""
+    """index.md of a tier's tables and figures; refused, in one line naming what makes it, while
+    one of them is missing (an index of files that are not there links nowhere)."""
+    require(paper.tier_outputs(params, tier, results))
     write_text(out, index(params, tier, results))
 
 
