@@ -95,6 +95,29 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return state
 
 
+RESUME_DIR = "resume"  # a run folder's checkpoints while it trains (wscat.training.trainer)
+
+
+def check_finished(path: str | Path) -> None:
+    """Refuse (CheckpointError, one line) a checkpoint in a run folder's resume/: the state of a
+    training that has not finished (the trainer copies best.pt and last.pt out of resume/ and
+    removes it only after its last epoch), so not the run's result. The line names the command
+    that finishes the run."""
+    path = Path(path)
+    if path.parent.name != RESUME_DIR:
+        return
+    run_dir = path.parent.parent
+    if run_dir.as_posix().startswith("results/models/"):
+        finish = (f"snakemake -- {run_dir.as_posix()}/best.pt (it resumes where the training "
+                  "stopped)")
+    else:
+        finish = (f"the same `wscat train ... --out-dir {run_dir}` (it resumes where the "
+                  "training stopped)")
+    raise CheckpointError(f"{path} is the checkpoint of an unfinished training (a run's "
+                          f"{RESUME_DIR}/, kept for a resume), not its result; finish the run "
+                          f"first: rerun {finish}, then pass {run_dir / path.name}")
+
+
 def checkpoint_meta(path: str | Path) -> dict[str, Any]:
     """The metadata of a checkpoint, read without loading its tensors (memory-mapped, so a
     paper-size resume/last.pt costs nothing); CheckpointError when it is not a readable wscat

@@ -24,6 +24,7 @@ from wscat.attacks.autoattack import library_version
 from wscat.attacks.mode import eval_mode_enforced, require_eval
 from wscat.attacks.nrf import nrf_accuracy
 from wscat.attacks.shards import AutoAttackResult, autoattack_accuracy
+from wscat.inference import nonfinite_rows, refuse_nonfinite
 from wscat.metrics import ATTACKS, harmonic_mean  # noqa: F401  (re-exported)
 
 
@@ -52,17 +53,22 @@ def _batches(n: int, batch_size: int) -> list[slice]:
 
 
 @torch.no_grad()
-def _correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return model(x)[1].argmax(1) == y
+def _correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-example correctness, and how many examples' logits hold NaN or inf (on the device)."""
+    logits = model(x)[1]
+    return logits.argmax(1) == y, nonfinite_rows(logits)
 
 
 def correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: str = "Natural",
             eps: float = 0.0, step_size: float = 0.0, steps: int = 0, batch_size: int = 256,
-            generator: torch.Generator | None = None) -> torch.Tensor:
+            generator: torch.Generator | None = None, finite: bool = False) -> torch.Tensor:
     """Per-example correctness (bool) under Natural, FGSM, PGD (CE, random start) or CW (margin,
-    random start): the paired bootstrap of the tables resamples these."""
+    random start): the paired bootstrap of the tables resamples these. With `finite`, logits
+    (clean, or the attack's final adversarial ones) that hold NaN or inf are refused
+    (wscat.inference.NonFiniteOutputs), read once at the end."""
     require_eval(model)
-    flags = []
+    flags, bad = [], 0
     for part in _batches(len(x), batch_size):
         xb, yb = x[part], y[part]
         if attack == "FGSM":
@@ -75,7 +81,11 @@ def correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: str =
                      generator=generator)
         elif attack != "Natural":
             raise ValueError(f"unknown attack '{attack}'")
-        flags.append(_correct(model, xb, yb).cpu())
+        right, nonfinite = _correct(model, xb, yb)
+        flags.append(right.cpu())
+        bad = bad + nonfinite
+    if finite:
+        refuse_nonfinite(bad, len(x), attack)
     return torch.cat(flags) if flags else torch.zeros(0, dtype=torch.bool)
 
 
@@ -86,10 +96,11 @@ def percent(flags: torch.Tensor) -> float:
 
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: str = "Natural",
              eps: float = 0.0, step_size: float = 0.0, steps: int = 0, batch_size: int = 256,
-             generator: torch.Generator | None = None) -> float:
-    """Accuracy (%) under Natural, FGSM, PGD (CE, random start) or CW (margin, random start)."""
+             generator: torch.Generator | None = None, finite: bool = False) -> float:
+    """Accuracy (%) under Natural, FGSM, PGD (CE, random start) or CW (margin, random start);
+    `finite` as `correct`'s."""
     return percent(correct(model, x, y, attack=attack, eps=eps, step_size=step_size, steps=steps,
-                           batch_size=batch_size, generator=generator))
+                           batch_size=batch_size, generator=generator, finite=finite))
 
 
 def encode_flags(flags: torch.Tensor) -> str:
@@ -174,13 +185,13 @@ def core_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float
     n_aa = _size(aa["n_examples"], n)
     with eval_mode_enforced(model), _timed("Natural"):
         generator = torch.Generator().manual_seed(seed)
-        flags = {"Natural": correct(model, x, y, batch_size=bs)}
+        flags = {"Natural": correct(model, x, y, batch_size=bs, finite=True)}
     with eval_mode_enforced(model), _timed("FGSM"):
-        flags["FGSM"] = correct(model, x, y, attack="FGSM", eps=eps, batch_size=bs)
+        flags["FGSM"] = correct(model, x, y, attack="FGSM", eps=eps, batch_size=bs, finite=True)
     for name, steps in (("PGD", evaluation["pgd_steps"]), ("CW", evaluation["cw_steps"])):
         with eval_mode_enforced(model), _timed(name):
             flags[name] = correct(model, x, y, attack=name, eps=eps, step_size=step_size,
-                                  steps=steps, batch_size=bs, generator=generator)
+                                  steps=steps, batch_size=bs, generator=generator, finite=True)
     with eval_mode_enforced(model), _timed("AA"):
         standard = autoattack_accuracy(model, x[:n_aa], y[:n_aa], variant="standard", eps=eps,
                                        seed=aa["seed"], batch_size=bs,
@@ -209,12 +220,14 @@ def extra_suite(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *,
     """Beyond the paper's five: the paper's AutoAttack variant (AA-paper), NRF and the
     gradient-masking checks, which read the core suite's numbers (`core`; a function that
     returns them is called only then, after AA-paper and NRF: a core evaluation may still be
-    running beside this one)."""
+    running beside this one). Clean logits that hold NaN or inf are refused before any attack."""
     model.eval()
     n, bs, subset_seed = len(x), evaluation["batch_size"], evaluation["subset_seed"]
     total = n if test_set_size is None else test_set_size
     aa, nrf_config = evaluation["autoattack"], evaluation["nrf"]
     n_aa, n_nrf = _size(aa["n_examples"], n), _size(nrf_config["n_examples"], n)
+    with eval_mode_enforced(model):  # finite clean logits, before any attack runs
+        correct(model, x, y, batch_size=bs, finite=True)
     with eval_mode_enforced(model), _timed("AA-paper"):
         paper = autoattack_accuracy(model, x[:n_aa], y[:n_aa], variant="paper", eps=eps,
                                     seed=aa["seed"], batch_size=bs, shard_size=aa["shard_size"],
@@ -283,12 +296,12 @@ def _checks(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, acc: dict[str
         key = (factor * eps, factor * step_size, steps)
         if key not in memo:  # a fresh generator per point: each point stands on its own
             memo[key] = accuracy(model, x, y, attack="PGD", eps=key[0], step_size=key[1],
-                                 steps=steps, batch_size=bs,
+                                 steps=steps, batch_size=bs, finite=True,
                                  generator=torch.Generator().manual_seed(seed))
         return memo[key]
 
     steps_grid, factors = config["pgd_steps"], config["eps_factors"]
-    natural_aa = accuracy(model, x[:n_aa], y[:n_aa], batch_size=bs)
+    natural_aa = accuracy(model, x[:n_aa], y[:n_aa], batch_size=bs, finite=True)
     return {
         "pgd_steps_monotone": masking.falls_monotonically(
             steps_grid, [pgd_at(1.0, s) for s in steps_grid], tolerance=tolerance, what="steps"),

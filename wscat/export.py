@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from wscat.checkpoint import load_checkpoint, save_tensors
+from wscat.checkpoint import check_finished, load_checkpoint, save_tensors
 from wscat.errors import OutputError
 from wscat.file_kinds import KIND_NAMES, file_kind
 from wscat.inference import epochs_completed, which_of
@@ -169,13 +169,15 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
     """Write `out` (the JSON entry) and `out` with suffix .pt (the state dict); return the entry.
 
     `metrics` must be the metrics file `wscat evaluate` wrote for this very checkpoint (same run,
-    weights and epoch), its accuracies finite percentages. Everything is checked before anything
-    is written; an existing NAME.json or NAME.pt is replaced only when it is an earlier export.
+    weights and epoch), its accuracies finite percentages; a checkpoint of an unfinished training
+    (a run's resume/) is refused. Everything is checked before anything is written; an existing
+    NAME.json or NAME.pt is replaced only when it is an earlier export.
     """
     checkpoint, metrics, out = Path(checkpoint), Path(metrics), Path(out)
     if out.suffix != ".json":
         raise ValueError(f"--out must name a .json file (the state dict goes beside it), not {out}")
     weights = out.with_suffix(".pt")
+    check_finished(checkpoint)  # not an unfinished training's resume/ checkpoint
     _check_outputs(checkpoint, metrics, out, weights)
     state = load_checkpoint(checkpoint)
     meta = state["meta"]

@@ -3,12 +3,15 @@ what pseudo-labelling, evaluation and the figures share. Beside wscat.checkpoint
 writes the files."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from wscat.checkpoint import CheckpointError, check_model, load_checkpoint, load_weights, model_spec
+from wscat.checkpoint import (CheckpointError, check_finished, check_model, load_checkpoint,
+                              load_weights, model_spec)
 from wscat.data import to_unit
 from wscat.models import build_model
 
@@ -16,7 +19,9 @@ from wscat.models import build_model
 def load_model(checkpoint: Path, device: torch.device, *, model: str | None = None,
                spec: dict[str, Any] | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:
     """The EMA model of a checkpoint, in eval mode, and the checkpoint's metadata. With `model`
-    and `spec` (its params.yaml entry), a checkpoint of another model is refused."""
+    and `spec` (its params.yaml entry), a checkpoint of another model is refused, and so is one of
+    an unfinished training (`wscat.checkpoint.check_finished`)."""
+    check_finished(checkpoint)
     state = load_checkpoint(checkpoint, map_location=device)
     meta = state["meta"]
     if model is not None and spec is not None:
@@ -50,11 +55,11 @@ def epochs_completed(state: dict[str, Any]) -> int | None:
     return int(state["epoch"]) + 1 if which_of(state) == "last" else state["epoch"]
 
 
-def check_which(checkpoint: Path, which: str, wanted: str) -> None:
-    """Refuse (ValueError, one line) evaluating another checkpoint of a run than the params'
-    evaluation.checkpoint names: the metrics record which one they measured."""
+def check_which(checkpoint: Path, which: str, wanted: str, step: str = "evaluate") -> None:
+    """Refuse (ValueError, one line) evaluating (`step`: validating) another checkpoint of a run
+    than the params' evaluation.checkpoint names: the metrics record which one they measured."""
     if which != wanted:
-        raise ValueError(f"{checkpoint} is a run's {which}.pt, but these params evaluate its "
+        raise ValueError(f"{checkpoint} is a run's {which}.pt, but these params {step} its "
                          f"{wanted}.pt (evaluation.checkpoint: {wanted}); pass its {wanted}.pt, "
                          f"or set evaluation.checkpoint: {which} in the params")
 
@@ -64,12 +69,57 @@ def logits_of(output: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch
     return output[1] if isinstance(output, tuple) else output
 
 
+class NonFiniteOutputs(ValueError):
+    """Logits that hold NaN or inf on `bad` of `total` images (under `attack`: on its adversarial
+    images): argmax would read them as class 0, a prediction the model never made."""
+
+    def __init__(self, bad: int, total: int, *, attack: str = "Natural", images: str = "images",
+                 source: str | None = None) -> None:
+        self.bad, self.total, self.attack = bad, total, attack
+        under = "" if attack == "Natural" else f" under {attack}"
+        where = "" if source is None else f"{source}: "
+        super().__init__(f"{where}the model's outputs are NaN or inf on {bad} of {total} "
+                         f"{images}{under}; its weights overflow: retrain it (with a lower "
+                         "learning rate)")
+
+
+def nonfinite_rows(logits: torch.Tensor) -> torch.Tensor:
+    """How many rows of `logits` hold a NaN or an infinity (a 0-d tensor on their device: no
+    synchronisation until it is read)."""
+    return (~torch.isfinite(logits).all(dim=1)).sum()
+
+
+def refuse_nonfinite(bad: torch.Tensor | int, total: int, attack: str = "Natural") -> None:
+    """Raise NonFiniteOutputs when `bad` (nonfinite_rows, summed) of `total` images had
+    non-finite logits."""
+    count = int(bad)
+    if count:
+        raise NonFiniteOutputs(count, total, attack=attack)
+
+
+@contextmanager
+def outputs_of(checkpoint: str | Path, images: str) -> Iterator[None]:
+    """Name `checkpoint` and the images its model ran on (`images`: "test images") in a
+    NonFiniteOutputs raised inside."""
+    try:
+        yield
+    except NonFiniteOutputs as error:
+        raise NonFiniteOutputs(error.bad, error.total, attack=error.attack, images=images,
+                               source=str(checkpoint)) from None
+
+
 @torch.no_grad()
 def predict(model: torch.nn.Module, images: torch.Tensor, device: torch.device | None = None
             ) -> torch.Tensor:
     """argmax labels of an eval-mode model on un-augmented images, in batches of 512, on
-    `device` (default: the model's)."""
+    `device` (default: the model's). Logits that hold NaN or inf are refused
+    (NonFiniteOutputs): argmax would make class 0 of them."""
     if device is None:
         device = next(model.parameters()).device
-    return torch.cat([logits_of(model(to_unit(images[i:i + 512].to(device)))).argmax(1).cpu()
-                      for i in range(0, len(images), 512)])
+    labels, bad = [], torch.zeros((), dtype=torch.long, device=device)
+    for i in range(0, len(images), 512):
+        logits = logits_of(model(to_unit(images[i:i + 512].to(device))))
+        bad = bad + nonfinite_rows(logits)
+        labels.append(logits.argmax(1).cpu())
+    refuse_nonfinite(bad, len(images))
+    return torch.cat(labels)

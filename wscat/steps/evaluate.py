@@ -21,7 +21,7 @@ from wscat.data import load_dataset, raw_files
 from wscat.data.split import Split, check_split_fits, load_split_of
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
-from wscat.inference import check_which, load_model
+from wscat.inference import check_which, load_model, outputs_of
 from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock, write_json
 from wscat.metrics import ATTACKS, is_percent
@@ -202,7 +202,8 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     (its core evaluation running beside it); the numbers are the same as in order. The test
     images are attacked in a class-stratified order (`evaluation.subset_seed`), so every subset
     is the first n of it. Finished AutoAttack shards wait in `{out}.shards/` until the metrics
-    are written: a killed evaluation resumes."""
+    are written: a killed evaluation resumes. A model whose outputs are NaN or inf is refused
+    (wscat.inference.NonFiniteOutputs, naming the checkpoint), no metrics written."""
     if part not in PARTS:
         raise ValueError(f"unknown part '{part}'; choose one of {', '.join(PARTS)}")
     if part == "extra" and core_path is None:
@@ -248,8 +249,8 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
         configure_backend(device, deterministic=run.training["deterministic"])
         common = dict(eps=threat["eps"], step_size=threat["eval_step_size"], evaluation=evaluation,
                       seed=seed, test_set_size=len(split.test), shard_dir=shard_dir)
-        with autocast(device, evaluation["precision"]):
-            suite = _suite(part, net, x, y, core, common)
+        with autocast(device, evaluation["precision"]), outputs_of(checkpoint, "test images"):
+            suite = _suite(part, net, x, y, core, common)  # non-finite logits: refused
         result = {"dataset": dataset, "model": model, "method": method, "seed": seed,
                   **({} if part == "all" else {"part": part}),
                   "accuracy": {k: round(v, 4) for k, v in suite.accuracy.items()},

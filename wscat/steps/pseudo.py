@@ -11,7 +11,7 @@ from wscat.checkpoint import check_run, check_trained_by
 from wscat.config import RunConfig
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
-from wscat.inference import load_model, predict
+from wscat.inference import load_model, outputs_of, predict
 from wscat.file_kinds import check_input_kind
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.provenance import versions
@@ -24,8 +24,9 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
         device: torch.device, model: str | None = None) -> dict[str, Any]:
     """Label the unlabelled part with the labeler's final/best EMA model (eval, no augmentation).
     A checkpoint of another dataset, labeler or seed is refused (`wscat.checkpoint.check_run`);
-    with `model`, one of another model or of another training than these params give; and a
-    split made with other split params than these."""
+    with `model`, one of another model or of another training than these params give; a split
+    made with other split params than these; and a labeler whose outputs are NaN or inf
+    (wscat.inference.NonFiniteOutputs): nothing is written."""
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint},
                   {"--out": out, "--metrics": metrics})
@@ -46,7 +47,8 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
     check_run(checkpoint, meta, dataset=dataset, method=labeler, seed=seed)
     if model is not None:  # the model known: the labeler's training must be the params' too
         check_trained_by(checkpoint, meta, training_fingerprint(params, dataset, model, labeler))
-    predicted = predict(net, source.images[torch.as_tensor(split.unlabelled)], device)
+    with outputs_of(checkpoint, "unlabelled images"):  # NaN logits: no labels (argmax: 0)
+        predicted = predict(net, source.images[torch.as_tensor(split.unlabelled)], device)
     truth = source.labels[torch.as_tensor(split.unlabelled)]  # for the metric only
     per_class = {str(c): round(100.0 * float((predicted[truth == c] == c).float().mean()), 4)
                  for c in range(source.num_classes) if bool((truth == c).any())}

@@ -12,7 +12,7 @@ from wscat.checkpoint import check_run, check_trained_by
 from wscat.config import RunConfig, evaluation_for, validation_for
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import load_split_of
-from wscat.inference import load_model
+from wscat.inference import check_which, load_model, outputs_of, predict
 from wscat.io import check_writable, guard_outputs, write_json
 from wscat.training import threads
 from wscat.workflow import split_params, training_fingerprint, validation_fingerprint
@@ -23,7 +23,9 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     """Fig-beta's tuning numbers on the validation set, with the model in eval mode; written to
     `out` (JSON). A checkpoint of another run (dataset, model, method, seed) is refused, as
     `wscat evaluate` refuses it, one of another training than these params give, and a split
-    made with other split params than these. The manifest records the training's fingerprint
+    made with other split params than these; so is another checkpoint of the run than the params
+    evaluate (evaluation.checkpoint: best.pt or last.pt), and a model whose outputs are NaN or
+    inf (wscat.inference.NonFiniteOutputs). The manifest records the training's fingerprint
     and the validation settings' (wscat.workflow.validation_fingerprint): Fig-beta refuses
     numbers of another training or settings than the params give."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
@@ -33,11 +35,15 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
     check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
+    check_which(checkpoint, meta["which"], evaluation_for(params, dataset)["checkpoint"],
+                "validate")  # the one the workflow passes (validation_fingerprint records it)
     training = training_fingerprint(params, dataset, model, method)
     check_trained_by(checkpoint, meta, training)
     source = load_dataset(dataset, params["datasets"][dataset])
     x, y = source.take(torch.as_tensor(split.validation), device)
     evaluation, steps = evaluation_for(params, dataset), validation_for(params, dataset)["pgd_steps"]
+    with outputs_of(checkpoint, "validation images"):  # NaN logits: no scores (argmax: 0)
+        predict(net, x, device)
     accuracies = validation_accuracies(net, x, y, eps=run.data["eps"],
                                        step_size=run.data["eval_step_size"], steps=steps,
                                        batch_size=evaluation["batch_size"], seed=seed)
