@@ -19,7 +19,8 @@ from wscat.config import (NAMED, SEED_MAX, ConfigError, RunConfig, evaluation_fo
 from wscat.data import load_dataset
 from wscat.device import check_training_device
 from wscat.errors import OutputError
-from wscat.file_kinds import NPZ_KINDS, described, file_kind, other_kind, other_run
+from wscat.file_kinds import (NPZ_KINDS, check_json_output, curves_output, described, file_kind,
+                              other_kind, other_run)
 from wscat.inference import check_which
 from wscat.io import check_writable, guard_outputs
 from wscat.steps import train
@@ -206,12 +207,22 @@ def images_for(model: nn.Module, images: Any) -> torch.Tensor:
     return images
 
 
+# The kinds of output that are JSON, and what they hold (check_output's .json names).
+JSON_KINDS = {"metrics": "the metrics", "pseudo-report": "the pseudo-label report",
+              "validation": "the validation scores"}
+
+
 def check_output(path: Path, own: str, argument: str, writer: str,
                  run: dict[str, Any] | None = None) -> None:
     """Refuse an output path that holds another kind of wscat file than the one written there
     (a checkpoint as out=), or one of its kind that records another run than `run` (another
     method's metrics): writing would destroy it (as wscat.cli.check_output_kinds). The same
-    run's file is rewritten, as a rerun does."""
+    run's file is rewritten, as a rerun does. A path inside a run's DVCLive folder (its
+    training curves) is refused whatever it holds, and JSON must go to a .json name."""
+    inside = curves_output(path)
+    if inside is not None:
+        raise ValueError(f"{argument}={path} {inside}, which {writer} would overwrite; choose "
+                         f"another {argument}= outside it (nothing was written)")
     what = other_kind(path, own)
     if what is not None:
         raise ValueError(f"{argument}={path} holds {what}, which {writer} would overwrite; "
@@ -221,6 +232,8 @@ def check_output(path: Path, own: str, argument: str, writer: str,
         raise ValueError(f"{argument}={path} holds {what}, which {writer} would overwrite; "
                          f"pass another {argument}=, or delete that file if you mean to replace "
                          "it (nothing was written)")
+    if own in JSON_KINDS:
+        check_json_output(path, f"{argument}=", JSON_KINDS[own])
 
 
 def check_run_of(checkpoint: Path, meta: dict[str, Any], params: dict[str, Any]) -> None:

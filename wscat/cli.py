@@ -617,6 +617,13 @@ OUTPUT_KINDS = {("split", "--out"): "split", ("pseudo-label", "--out"): "pseudo-
                 ("analyse", "--out"): "npz"}  # analyse: arrays of its own (embeddings, ...)
 
 
+# The outputs that get JSON, and what they hold: a name that does not end in .json is refused.
+JSON_OUTPUTS = {("pseudo-label", "--metrics"): "the pseudo-label report",
+                ("evaluate", "--out"): "the metrics",
+                ("validate", "--out"): "the validation scores",
+                ("table", "--summary"): "the table's summary"}
+
+
 def run_of(args: argparse.Namespace) -> dict[str, Any]:
     """The run a parsed command writes for: its dataset, model, method or labeler, seed, part."""
     return {name: getattr(args, name, None)
@@ -628,9 +635,16 @@ def check_output_kinds(step: str, files: dict[str, Path],
     """Refuse an output path that holds another kind of wscat file than the step writes there (a
     checkpoint given as a split's --out), or a file of its kind that records another run than
     `run` (seed 2's split as seed 1's --out): writing would destroy it. A file of the step's
-    own kind and run is rewritten, as a rerun does; a file of no wscat kind (a table) too."""
-    from wscat.file_kinds import other_kind, other_run
+    own kind and run is rewritten, as a rerun does; a file of no wscat kind (a table) too. Any
+    path inside a run's DVCLive folder (its curves, wscat.file_kinds.run_of_curves) is refused,
+    whatever it holds, by every step."""
+    from wscat.file_kinds import curves_output, other_kind, other_run
 
+    for flag, path in files.items():
+        inside = curves_output(path)
+        if inside is not None:  # a run's curves, whatever their file's name or kind
+            raise ValueError(f"{flag} {path} {inside}, which `wscat {step}` would overwrite; "
+                             "choose a path outside it (nothing was written)")
     if step == "export":  # wscat.export replaces only an earlier entry and its own state dict
         return
     for flag, path in files.items():
@@ -653,6 +667,16 @@ def check_outputs(args: argparse.Namespace) -> None:
     check_writable(getattr(args, "out_dir", None), folders=True)
 
 
+def check_json_outputs(args: argparse.Namespace) -> None:
+    """An output that gets JSON is named .json: `--metrics c.png` would write JSON under an
+    image's name (wscat.file_kinds.check_json_output)."""
+    from wscat.file_kinds import check_json_output
+
+    for flag, path in step_outputs(args)[0].items():
+        if (args.step, flag) in JSON_OUTPUTS:
+            check_json_output(path, flag, JSON_OUTPUTS[args.step, flag])
+
+
 def run(args: argparse.Namespace) -> None:
     """Check the outputs, lock them, check the names and the kinds of the inputs, then run the
     subcommand's step."""
@@ -667,6 +691,7 @@ def run(args: argparse.Namespace) -> None:
         if params is not None:
             _check_names(params, args)
         check_input_kinds(args, params)
+        check_json_outputs(args)
         COMMANDS[args.step].run(args, params)
 
 

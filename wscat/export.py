@@ -28,7 +28,7 @@ import torch
 
 from wscat.checkpoint import check_finished, load_checkpoint, save_tensors
 from wscat.errors import OutputError
-from wscat.file_kinds import KIND_NAMES, file_kind
+from wscat.file_kinds import KIND_NAMES, curves_output, file_kind
 from wscat.inference import epochs_completed, which_of
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.metrics import is_percent
@@ -127,6 +127,11 @@ def _check_outputs(checkpoint: Path, metrics: Path, out: Path, weights: Path) ->
     it, say): only the entry's own state dict, matching its recorded sha256, is replaced."""
     guard_outputs({"--checkpoint": checkpoint, "--metrics": metrics},
                   {"--out": out, f"--out ({weights.name})": weights})
+    for path in (out, weights):
+        inside = curves_output(path)
+        if inside is not None:  # a run's curves, whatever their file's name or kind
+            raise ValueError(f"--out {path} {inside}, which `wscat export` would overwrite; "
+                             "choose an --out outside it (nothing was written)")
     check_writable(out, weights)
     entry: dict[str, Any] = {}
     if out.exists():

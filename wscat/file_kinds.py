@@ -154,6 +154,46 @@ def other_kind(path: str | Path, own: str | None) -> str | None:
     return None if found.kind in (None, own) else described(found)
 
 
+# A run folder (`wscat train --out-dir`): what marks one, and its DVCLive folder of curves.
+CURVES_DIR = "dvclive"
+RUN_MARKS = ("best.pt", "last.pt", "train_log.csv", "resume")
+
+
+def run_of_curves(path: str | Path) -> Path | None:
+    """The run folder whose DVCLive folder (dvclive/, the training's curves) `path` lies in,
+    at any depth; None when it lies in none. A `dvclive` folder counts when the folder above it
+    holds a run's files (best.pt, last.pt, train_log.csv or resume/), or is a run's resume/
+    (where a retraining keeps its new curves until it ends)."""
+    for folder in Path(os.path.abspath(path)).parents:
+        if folder.name == CURVES_DIR and folder.is_dir() and (folder.parent.name == "resume" or any(
+                (folder.parent / mark).exists() for mark in RUN_MARKS)):
+            run = folder.parent  # named as the path was given: relative to here, or absolute
+            return run if Path(path).is_absolute() else Path(os.path.relpath(run))
+    return None
+
+
+def curves_output(path: str | Path) -> str | None:
+    """Why an output `path` inside a run's DVCLive folder is refused, in words ("is inside the
+    training curves of RUN (...)"); None outside every one."""
+    run = run_of_curves(path)
+    if run is None:
+        return None
+    return (f"is inside the training curves of {run} (its {CURVES_DIR}/, `wscat train`'s "
+            "DVCLive files)")
+
+
+def check_json_output(path: str | Path, option: str, what: str) -> None:
+    """Refuse (ValueError, one line) an output that gets JSON (`what`: "the metrics") under a
+    name that does not end in .json: `--metrics c.png` would write JSON into an image's name.
+    `option` is a flag ("--out") or an API argument ("out=")."""
+    if Path(path).suffix.lower() == ".json":
+        return
+    given = f"{option}{path}" if option.endswith("=") else f"{option} {path}"
+    raise ValueError(f"{given} must name a .json file ({what} is JSON); pass "
+                     f"{Path(path).with_suffix('.json').name} or another .json path (nothing "
+                     "was written)")
+
+
 # What a file of each kind records of the run it belongs to, checked before a step rewrites it:
 # a rerun rewrites its own file, never another run's (`wscat split --seed 2 --out .../seed1.npz`).
 RUN_FIELDS = {"split": ("dataset", "seed"),

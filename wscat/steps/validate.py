@@ -13,6 +13,7 @@ from wscat.config import RunConfig, evaluation_for, validation_for
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import load_split_of
 from wscat.inference import check_which, load_model, outputs_of, predict
+from wscat.file_kinds import check_json_output
 from wscat.io import check_writable, guard_outputs, write_json
 from wscat.training import threads
 from wscat.workflow import split_params, training_fingerprint, validation_fingerprint
@@ -32,6 +33,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint}, {"--out": out})
     check_writable(out)
+    check_json_output(out, "--out", "the validation scores")
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
     check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
