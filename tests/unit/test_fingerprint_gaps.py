@@ -205,3 +205,14 @@ def test_paper_table_refuses_aa_paper_with_the_official_square_schedule(tier_wor
     official["square"]["rescaled_schedule"] = True  # what AA-paper runs now: taken
     edit(paper.Run("digits", "cnn", "wscat", 3).extra("results"), old)
     accepted(paper_table("good"), capsys)
+
+
+def test_table_refuses_metrics_measured_on_an_unfinished_training(table_work, capsys) -> None:
+    """Before `wscat evaluate` refused resume/ checkpoints, a training's epoch-6-of-30 weights
+    could be measured and tabled as its result; a file that records one is refused."""
+    work, _ = table_work
+    edit(work / "m.json", lambda data: data["manifest"].update(checkpoint={
+        "path": "results/models/digits/cnn/trades/seed1/resume/best.pt", "epoch": 6}))
+    one_line_error(table("params.yaml", "m.json"),
+                   ("m.json", "unfinished training (in its resume/ folder)",
+                    "snakemake --forcerun results/metrics/digits/cnn/"), work, capsys)

@@ -69,6 +69,15 @@ def table_notes(params: dict[str, Any], dataset: str, methods: list[str]) -> lis
 RUN_KEYS = ("dataset", "model", "method", "seed")  # what names a run inside its files
 
 
+def _of_unfinished_training(data: Mapping[str, Any]) -> bool:
+    """Whether a metrics file records a checkpoint in a run's resume/ folder (measured before
+    `wscat evaluate` refused those: wscat.checkpoint.check_finished)."""
+    from wscat.checkpoint import RESUME_DIR
+
+    checkpoint = ((data.get("manifest") or {}).get("checkpoint") or {}).get("path")
+    return isinstance(checkpoint, str) and Path(checkpoint).parent.name == RESUME_DIR
+
+
 def check_run_file(path: str | Path, data: dict[str, Any], run: Any) -> None:
     """Refuse a run's file (metrics, validation) that names another run inside than `run`
     (a wscat.paths.Run), the one whose path it was read from: a copy of another run's file. A key
@@ -145,6 +154,14 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
                 extras.append((str(path), run.extra() if part == "extra" else run.metrics(),
                                found))
                 both_parts |= part is None
+    unfinished = [(str(path), paths.Run(d["dataset"], d["model"], d["method"], d["seed"]))
+                  for path, d in read if _of_unfinished_training(d)]
+    if unfinished:
+        raise ValueError(f"{len(unfinished)} metrics file(s) were measured on the checkpoint of "
+                         "an unfinished training (in its resume/ folder): "
+                         f"{'; '.join(path for path, _ in unfinished)}; finish the training and "
+                         "evaluate its best.pt: snakemake --forcerun "
+                         f"{' '.join(run.metrics() for _, run in unfinished)} -- <this table>")
     stale, measured = [], []
     for path, data in _merge_extras(read):
         run = paths.Run(data["dataset"], data["model"], data["method"], data["seed"])
