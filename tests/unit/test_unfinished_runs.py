@@ -13,23 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.tiny import tiny_params, write_params
-from wscat import api, cli
+from tests.unit.test_run_identity import _main, refused
+from wscat import api
 from wscat.training import trainer
-
-
-def _main(*argv: object) -> int:
-    """`wscat argv` in-process."""
-    return cli.main([str(a) for a in argv])
-
-
-def refused(capsys: pytest.CaptureFixture[str], *argv: object) -> str:
-    """`wscat argv` in-process: exit 2 and one line, no traceback; the line."""
-    capsys.readouterr()
-    code = _main(*argv)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def _kill_after_first_epoch(argv: list[object]) -> None:

@@ -84,7 +84,8 @@ def test_a_paper_tier_naming_a_missing_experiment_fails_only_when_asked_for(tmp_
     params = real_params()
     del params["experiments"]["digits-ablation"]
     expanded = validate_params(params)
-    with pytest.raises(ValueError, match="experiment 'digits-ablation', which params.yaml"):
+    with pytest.raises(ValueError,
+                       match="experiment 'digits-ablation', which the params file's"):
         paper.table_inputs(expanded, "digits", "Tab-mode")
     workdir = copy_workflow(tmp_path, params)
     result = run([str(BIN / "snakemake"), "-n", "--", "results/paper/digits/Tab-mode.tex"],
