@@ -20,6 +20,7 @@ from wscat.checkpoint import load_checkpoint
 from wscat.config import RunConfig
 from wscat.data.training_data import training_data
 from wscat.training import train
+from wscat.training import run_folder
 from wscat.training import trainer as trainer_module
 
 OUTPUTS = ("best.pt", "last.pt", "train_log.csv")
@@ -57,7 +58,7 @@ def _killed_at_finish(monkeypatch: pytest.MonkeyPatch, training) -> None:
     def die(*args, **kwargs):
         raise KeyboardInterrupt("killed as it finishes")
 
-    monkeypatch.setattr(trainer_module, "_finish", die)
+    monkeypatch.setattr(run_folder, "finish", die)
     with pytest.raises(KeyboardInterrupt):
         training()
     monkeypatch.undo()
@@ -68,7 +69,7 @@ def _kill_at(monkeypatch: pytest.MonkeyPatch, n: int):
     """Stop the finish at its `n`-th file operation (write, copy, rename, delete); yields the
     list of operations seen."""
     seen: list[str] = []
-    real_finish = trainer_module._finish
+    real_finish = run_folder.finish
     armed = []
 
     def counted(name, real):
@@ -85,9 +86,9 @@ def _kill_at(monkeypatch: pytest.MonkeyPatch, n: int):
         return real_finish(*args, **kwargs)
 
     for module, name in ((os, "replace"), (os, "rename"), (os, "unlink"), (os, "rmdir"),
-                         (shutil, "copyfile"), (trainer_module, "write_log")):
+                         (shutil, "copyfile"), (run_folder, "write_log")):
         monkeypatch.setattr(module, name, counted(name, getattr(module, name)))
-    monkeypatch.setattr(trainer_module, "_finish", finish)
+    monkeypatch.setattr(run_folder, "finish", finish)
     try:
         yield seen
     finally:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,11 +24,11 @@ from wscat.data import augment, iterations_per_epoch, sample_batch_indices, to_u
 from wscat.data.sampler import labelled_per_batch
 from wscat.data.training_data import TrainingData
 from wscat.evaluation import accuracy, harmonic_mean
-from wscat.io import atomic_path
 from wscat.methods import Batch, Method, StepContext, build_method
 from wscat.models import build_model
 from wscat.training.ema import make_ema, update_ema
-from wscat.training.log import log_epoch, open_curves, write_log
+from wscat.training.log import log_epoch, open_curves
+from wscat.training import run_folder
 from wscat.training.run_folder import check_run_folder
 from wscat.training.schedule import make_scheduler
 from wscat.training import threads
@@ -235,35 +233,16 @@ def _build(run: RunConfig, data: TrainingData, device: torch.device,
     return _Training(model, method, optimizer, scheduler, ema, meta)
 
 
-def _best_at_hand(state: dict[str, Any], resume_dir: Path) -> bool:
-    """Whether resume/last.pt's best epoch has its checkpoint: none is needed before the first
-    validation; else resume/best.pt, or, where a kill during `_finish` (an older wscat's) took it
-    and left resume/last.pt, the finished best.pt beside resume/ when it is that very epoch's
-    (same fingerprint, same best), copied back into resume/."""
-    if state["best"]["epoch"] < 1 or (resume_dir / "best.pt").is_file():
-        return True
-    finished = resume_dir.parent / "best.pt"
-    if not finished.is_file():
-        return False
-    kept = load_checkpoint(finished)
-    if (kept["meta"].get("fingerprint") != state["meta"]["fingerprint"]
-            or kept.get("best") != state["best"]):
-        return False
-    with atomic_path(resume_dir / "best.pt") as tmp:
-        shutil.copyfile(finished, tmp)
-    return True
-
-
 def _resume(training: _Training, resume_dir: Path, run: RunConfig, device: torch.device) -> None:
     """Continue from resume/last.pt when the same params made it and its best epoch's checkpoint
-    is at hand (`_best_at_hand`); otherwise start afresh."""
+    is at hand (`run_folder.best_at_hand`); otherwise start afresh."""
     if not (resume_dir / "last.pt").is_file():
         return
     state = load_checkpoint(resume_dir / "last.pt", map_location=device)
     if state["meta"]["fingerprint"] != training.meta["fingerprint"]:
         print("ignoring resume/last.pt: it was made with other params", file=sys.stderr)
         return
-    if not _best_at_hand(state, resume_dir):
+    if not run_folder.best_at_hand(state, resume_dir):
         print(f"ignoring resume/last.pt: resume/best.pt, the checkpoint of its best epoch "
               f"({state['best']['epoch']}), is missing; training {run.method} seed {run.seed} "
               "afresh", file=sys.stderr)
@@ -370,50 +349,6 @@ def _show(bar: Any, row: dict[str, Any], total: int, times: list[float]) -> None
         bar.set_postfix_str(message[:120])
 
 
-def _curves_dir(out_dir: Path, resume_dir: Path) -> Path:
-    """Where a training logs its curves: out_dir/dvclive, or resume/dvclive when out_dir holds a
-    finished run (best.pt), whose curves stay beside its best.pt and train_log.csv until this
-    training ends (`_finish` moves them out). Snakemake deletes a job's outputs before it runs,
-    so its trainings always log into out_dir/dvclive."""
-    return resume_dir / "dvclive" if (out_dir / "best.pt").is_file() else out_dir / "dvclive"
-
-
-def _replace_dir(new: Path, target: Path, trash: Path) -> None:
-    """Put folder `new` where `target` is, the old one moved to `trash` (then gone with it)."""
-    shutil.rmtree(trash, ignore_errors=True)
-    if target.exists():
-        os.replace(target, trash)
-    os.replace(new, target)
-
-
-def _finish(out_dir: Path, resume_dir: Path, history: list[dict[str, Any]],
-            curves: Path) -> None:
-    """train_log.csv, and best.pt and last.pt copied out of resume/; the curves moved out of it
-    where they were kept there (`_curves_dir`); then resume/ goes, resume/last.pt first.
-
-    Killed at any point, the folder is resumable (resume/last.pt and its best.pt are there: a
-    rerun resumes after the last epoch and finishes again) or finished (resume/last.pt gone,
-    every output written)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_log(out_dir / "train_log.csv", history)
-    for name in ("best.pt", "last.pt"):  # a full disk here leaves resume/ for the rerun
-        with atomic_path(out_dir / name) as tmp:
-            shutil.copyfile(resume_dir / name, tmp)
-    if curves.parent == resume_dir:
-        _replace_dir(curves, out_dir / "dvclive", resume_dir / "dvclive.old")
-    (resume_dir / "last.pt").unlink()  # the run is finished from here on
-    shutil.rmtree(resume_dir)
-
-
-def _drop_empty_curves(curves: Path, out_dir: Path, made_here: bool) -> None:
-    """A training stopped before its first epoch was logged: its (empty) curves go, resume/ too
-    when they were all it held, and out_dir when this training made it and nothing is left."""
-    shutil.rmtree(curves, ignore_errors=True)
-    for folder, drop in ((curves.parent, curves.parent != out_dir), (out_dir, made_here)):
-        if drop and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()  # nothing of the run: no empty folder left behind
-
-
 def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
           device: torch.device | str = "cpu", meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train `run.method`; write best.pt, last.pt and train_log.csv into `out_dir`.
@@ -431,7 +366,7 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
     resume_dir, cfg = out_dir / "resume", run.training
     training = _build(run, data, device, meta)
     _resume(training, resume_dir, run, device)
-    curves_dir = _curves_dir(out_dir, resume_dir)
+    curves_dir = run_folder.curves_dir(out_dir, resume_dir)
     curves = open_curves(curves_dir, training.history)
     pool = _pool(data, cfg, device)
     step_model = prepare_model(training.model, channels_last=cfg["channels_last"],
@@ -450,8 +385,8 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
             _show(bar, row, cfg["epochs"], times)
     except BaseException:
         if not training.history:  # stopped before its first epoch was logged: no curve to keep
-            _drop_empty_curves(curves_dir, out_dir, made_here)
+            run_folder.drop_empty_curves(curves_dir, out_dir, made_here)
         raise
-    _finish(out_dir, resume_dir, training.history, curves_dir)
+    run_folder.finish(out_dir, resume_dir, training.history, curves_dir)
     return {"best_epoch": training.best["epoch"], "best_score": training.best["score"],
             "epochs": cfg["epochs"]}
