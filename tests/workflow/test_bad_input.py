@@ -53,6 +53,9 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
     ("epochs-0", bad.setting("training.digits.epochs", 0), SPLIT, "epochs"),
     ("batch-1", bad.setting("training.digits.batch_size", 1), SPLIT, "batch_size"),
     ("pgd-steps-0", bad.setting("evaluation.pgd_steps", 0), SPLIT, "pgd_steps"),
+    ("selection-steps-0", bad.setting("validation.cw_steps", 0), SPLIT, "validation.cw_steps"),
+    ("reference-not-its-method", bad.setting("experiments.digits.reference", "rlfat"), SPLIT,
+     "experiments.digits.reference: 'rlfat' is not one of its methods"),
     ("zero-step-with-eps", bad.setting("datasets.digits.train_step_size", 0), SPLIT,
      "step sizes must be positive"),
     ("unknown-experiment-method", bad.params_edit(
