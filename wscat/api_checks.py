@@ -17,7 +17,7 @@ from wscat.checkpoint import CheckpointError, check_model, check_trained_by
 from wscat.config import (NAMED, SEED_MAX, ConfigError, RunConfig, evaluation_for, method_for,
                           unknown_name)
 from wscat.data import load_dataset
-from wscat.device import check_training_device
+from wscat.device import THREADS_MAX, check_training_device
 from wscat.errors import OutputError
 from wscat.file_kinds import (NPZ_KINDS, check_json_output, curves_output, described, file_kind,
                               other_kind, other_run)
@@ -62,9 +62,6 @@ def checked_seed(seed: Any) -> int:
     if not 0 <= seed <= SEED_MAX:
         raise ValueError(f"seed={seed} is outside 0..{SEED_MAX}; give a seed in that range")
     return int(seed)
-
-
-THREADS_MAX = 1024  # as the command line's --threads (wscat.cli.THREADS_MAX)
 
 
 def checked_threads(threads: Any) -> int | None:

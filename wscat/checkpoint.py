@@ -98,13 +98,18 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 RESUME_DIR = "resume"  # a run folder's checkpoints while it trains (wscat.training.trainer)
 
 
+def unfinished(path: str | Path) -> bool:
+    """Whether a checkpoint path lies in a run folder's resume/: an unfinished training's."""
+    return Path(path).parent.name == RESUME_DIR
+
+
 def check_finished(path: str | Path) -> None:
     """Refuse (CheckpointError, one line) a checkpoint in a run folder's resume/: the state of a
     training that has not finished (the trainer copies best.pt and last.pt out of resume/ and
     removes it only after its last epoch), so not the run's result. The line names the command
     that finishes the run."""
     path = Path(path)
-    if path.parent.name != RESUME_DIR:
+    if not unfinished(path):
         return
     run_dir = path.parent.parent
     if run_dir.as_posix().startswith("results/models/"):

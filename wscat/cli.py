@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from wscat import __version__
 from wscat.config import SEED_MAX, ConfigError, load_params, unknown_name
-from wscat.device import DEVICE_ENV, device_default
+from wscat.device import DEVICE_ENV, THREADS_MAX, device_default
 from wscat.errors import (DEBUG_ENV, INTERRUPTED, Terminated, debug_requested, describe,
                           exit_code, first_line)
 from wscat.file_kinds import check_input_kind
@@ -76,9 +76,6 @@ def seconds_value(text: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"{text} seconds; give a finite number, 0 or more")
     return value
-
-
-THREADS_MAX = 1024  # torch's thread pool crashes the process (SIGSEGV) far above this
 
 
 def threads_value(text: str) -> int:

@@ -15,6 +15,9 @@ PAPER_SIZE_PARAMETERS = 10_000_000
 # The `--device` of every step when the flag is not given (the workflow's rules give none): e.g.
 # WSCAT_DEVICE=cpu to train the paper's models on a CPU-only cluster.
 DEVICE_ENV = "WSCAT_DEVICE"
+# CPU threads (--threads, the API's threads=): torch's thread pool crashes the process (SIGSEGV)
+# far above this.
+THREADS_MAX = 1024
 
 
 CHOICES = "cpu, cuda, cuda:N or auto"  # what --device takes, as its help says

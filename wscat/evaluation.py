@@ -53,11 +53,12 @@ def _batches(n: int, batch_size: int) -> list[slice]:
 
 
 @torch.no_grad()
-def _correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-example correctness, and how many examples' logits hold NaN or inf (on the device)."""
+def _correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor, finite: bool
+             ) -> tuple[torch.Tensor, torch.Tensor | int]:
+    """Per-example correctness, and, with `finite`, how many examples' logits hold NaN or inf (on
+    the device; 0 without: the trainer's validation does not count them)."""
     logits = model(x)[1]
-    return logits.argmax(1) == y, nonfinite_rows(logits)
+    return logits.argmax(1) == y, nonfinite_rows(logits) if finite else 0
 
 
 def correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: str = "Natural",
@@ -81,7 +82,7 @@ def correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, attack: str =
                      generator=generator)
         elif attack != "Natural":
             raise ValueError(f"unknown attack '{attack}'")
-        right, nonfinite = _correct(model, xb, yb)
+        right, nonfinite = _correct(model, xb, yb, finite)
         flags.append(right.cpu())
         bad = bad + nonfinite
     if finite:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from wscat.report.paired import APART_RATIO, APART_SE, has_interval, t_quantile, verdict
 from wscat.report.cells import latex_escape, row_name, shown_cells
+from wscat.report.names import display_name
 
 
 # The interval's false-positive rate at three seeds, as docs/evaluation.md's simulation
@@ -139,7 +140,7 @@ def paired_attacks_markdown(by_attack: pd.DataFrame | None,
 def paired_tex(paired: pd.DataFrame, display_names: Mapping[str, str], *, label: str,
                reference: str = "wscat") -> str:
     """The paired comparison as a LaTeX table (against `reference`, a method key)."""
-    reference = display_names.get(reference, reference)
+    reference = display_names.get(reference) or display_name(reference)  # WSCAT when absent
     caption = (how_to_read(paired.iloc[0], reference, len(paired), _any_apart(paired))
                if not paired.empty else
                f"difference in Mean against {reference}: no other adversarially trained method.")

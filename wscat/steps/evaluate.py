@@ -22,7 +22,7 @@ from wscat.data.split import Split, check_split_fits, load_split_of
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
 from wscat.inference import check_which, load_model, outputs_of
-from wscat.file_kinds import check_input_kind, check_json_output
+from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock, write_json
 from wscat.metrics import ATTACKS, is_percent
 from wscat.provenance import versions
@@ -226,7 +226,6 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
                                ("--core", core_path, "metrics")):
         check_input_kind(path, kind, option, fields)  # not a split passed as --checkpoint
     check_writable(out)
-    check_json_output(out, "--out", "the metrics")
     later = part == "extra" and core_wait > 0 and not Path(core_path).exists()
     identity = (dataset, model, method, seed)
     core = _core_result(core_path, identity) if part == "extra" and not later else None

@@ -12,7 +12,7 @@ from wscat.config import RunConfig
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
 from wscat.inference import load_model, outputs_of, predict
-from wscat.file_kinds import check_input_kind, check_json_output
+from wscat.file_kinds import check_input_kind
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.provenance import versions
 from wscat.training import threads
@@ -34,7 +34,6 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
     check_input_kind(split_path, "split", "--split", fields)  # not a checkpoint passed as --split
     check_input_kind(checkpoint, "checkpoint", "--checkpoint", fields)
     check_writable(out, metrics)
-    check_json_output(metrics, "--metrics", "the pseudo-label report")
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     if len(split.unlabelled) == 0:  # nothing to label: say why rather than fail inside torch
         raise ValueError(f"{split_path} has no unlabelled images to label (every training "

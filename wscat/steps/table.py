@@ -72,10 +72,10 @@ RUN_KEYS = ("dataset", "model", "method", "seed")  # what names a run inside its
 def _of_unfinished_training(data: Mapping[str, Any]) -> bool:
     """Whether a metrics file records a checkpoint in a run's resume/ folder (measured before
     `wscat evaluate` refused those: wscat.checkpoint.check_finished)."""
-    from wscat.checkpoint import RESUME_DIR
+    from wscat.checkpoint import unfinished
 
     checkpoint = ((data.get("manifest") or {}).get("checkpoint") or {}).get("path")
-    return isinstance(checkpoint, str) and Path(checkpoint).parent.name == RESUME_DIR
+    return isinstance(checkpoint, str) and unfinished(checkpoint)
 
 
 def check_run_file(path: str | Path, data: dict[str, Any], run: Any) -> None:

@@ -12,8 +12,7 @@ from wscat.checkpoint import check_run, check_trained_by
 from wscat.config import RunConfig, evaluation_for, validation_for
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import load_split_of
-from wscat.inference import check_which, load_model, outputs_of, predict
-from wscat.file_kinds import check_json_output
+from wscat.inference import check_which, load_model, outputs_of
 from wscat.io import check_writable, guard_outputs, write_json
 from wscat.training import threads
 from wscat.workflow import split_params, training_fingerprint, validation_fingerprint
@@ -33,7 +32,6 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint}, {"--out": out})
     check_writable(out)
-    check_json_output(out, "--out", "the validation scores")
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
     check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
@@ -43,12 +41,13 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     check_trained_by(checkpoint, meta, training)
     source = load_dataset(dataset, params["datasets"][dataset])
     x, y = source.take(torch.as_tensor(split.validation), device)
-    evaluation, steps = evaluation_for(params, dataset), validation_for(params, dataset)["pgd_steps"]
+    evaluation = evaluation_for(params, dataset)
+    steps = validation_for(params, dataset)["pgd_steps"]  # model selection's PGD
     with outputs_of(checkpoint, "validation images"):  # NaN logits: no scores (argmax: 0)
-        predict(net, x, device)
-    accuracies = validation_accuracies(net, x, y, eps=run.data["eps"],
-                                       step_size=run.data["eval_step_size"], steps=steps,
-                                       batch_size=evaluation["batch_size"], seed=seed)
+        accuracies = validation_accuracies(net, x, y, eps=run.data["eps"],
+                                           step_size=run.data["eval_step_size"], steps=steps,
+                                           batch_size=evaluation["batch_size"], seed=seed,
+                                           finite=True)
     result = {**accuracies, "dataset": dataset, "model": model, "method": method,
               "seed": seed, "n": len(x), "set": "validation",
               "manifest": {"checkpoint": str(checkpoint), "epoch": meta["epoch"], "ema": True,
