@@ -223,6 +223,68 @@ def validation_for(params: dict[str, Any], dataset: str) -> dict[str, int]:
     return {key: source[key] for key in VALIDATION_STEPS}
 
 
+# The step counts of the L-inf attacks that step eval_step_size, by attack, as dotted keys of
+# their section (`evaluation` or `validation`); FGSM takes one step of eps and always reaches it.
+STEP_KEYS = {"PGD": "pgd_steps", "CW": "cw_steps", "NRF": "nrf.steps"}
+
+
+def falls_short(steps: int, step_size: float, eps: float) -> bool:
+    """Whether `steps` steps of `step_size` add up to less than `eps` (by more than rounding:
+    8 x 1/255 reaches 8/255): an attack that cannot cross the eps-ball from its start, weaker
+    than FGSM's one step of eps by construction. The recognised sign of a truncated attack,
+    though a random start inside the ball lets some pixels reach its edge."""
+    return steps * step_size < eps * (1 - 1e-9)
+
+
+def _listed(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), items[-1]]))
+
+
+def reach(attacks: list[str], steps: int, step_size: float, eps: float, *, eps_name: str = "ε",
+          times: str = "×") -> str:
+    """'PGD-5 and CW-5 move at most 5 × 0.01875 = 0.09375 < ε = 0.15', the words of a warning
+    and of a table's caption for attacks that fall short (`falls_short`)."""
+    names = _listed([f"{attack}-{steps}" for attack in attacks])
+    return (f"{names} move{'s' if len(attacks) == 1 else ''} at most {steps} {times} "
+            f"{step_size:.4g} = {steps * step_size:.4g} < {eps_name} = {eps:.4g}")
+
+
+def short_attacks(params: dict[str, Any], dataset: str, section: str = "evaluation",
+                  attacks: tuple[str, ...] = ("PGD", "CW", "NRF")) -> str | None:
+    """One warning line where an attack of `section` (`evaluation`: the test-time PGD, CW and
+    NRF; `validation`: model selection's PGD and CW) among `attacks` falls short of eps on
+    `dataset` (`falls_short`, at the dataset's eval_step_size), naming what to raise in
+    params.yaml; None where every one reaches it. A warning, not a refusal: a quick look with
+    few steps is legitimate, and its numbers are what they are."""
+    data = params["datasets"][dataset]
+    eps, step = data["eps"], data["eval_step_size"]
+    settings = (evaluation_for(params, dataset) if section == "evaluation"
+                else validation_for(params, dataset))
+    short: dict[int, list[str]] = {}  # steps -> the attacks that take them
+    keys = []
+    for attack in attacks:
+        key = STEP_KEYS[attack]
+        value: Any = settings
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, int) and falls_short(value, step, eps):
+            short.setdefault(value, []).append(attack)
+            keys.append(f"{section}.{key}")
+    if not short:
+        return None
+    needed = math.ceil(eps / step * (1 - 1e-9))
+    moves = "; ".join(reach(names, steps, step, eps, eps_name="eps", times="x")
+                      for steps, names in short.items())
+    what = ("their accuracies can read above FGSM's and overstate robustness"
+            if section == "evaluation" else
+            "model selection (best.pt under selection cw or hm) ranks epochs by a truncated attack")
+    return (f"warning: on {dataset}, {moves}: weaker than FGSM (one step of eps) by construction, "
+            f"so {what}; raise {_listed(keys)} to {needed} or more (or "
+            f"datasets.{dataset}.eval_step_size to {eps / min(short):.4g} or more) in params.yaml "
+            "for numbers to report (a quick look may stay short)")
+
+
 def evaluation_for(params: dict[str, Any], dataset: str) -> dict[str, Any]:
     """The attack suite on one dataset: `evaluation`, with `per_dataset[dataset]` laid over it
     (its blocks, e.g. `autoattack` and `nrf`, merged key by key)."""

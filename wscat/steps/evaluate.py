@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from wscat.checkpoint import check_run, check_trained_by
-from wscat.config import RunConfig
+from wscat.config import RunConfig, short_attacks
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import Split, check_split_fits, load_split_of
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
@@ -32,6 +32,7 @@ from wscat.workflow import (evaluation_fingerprint, extra_fingerprint, split_par
                             training_fingerprint)
 
 PARTS = ("all", "core", "extra")
+MEASURED = {"all": ("PGD", "CW", "NRF"), "core": ("PGD", "CW"), "extra": ("NRF",)}  # by part
 
 
 def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
@@ -269,4 +270,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
         write_json(out, result)  # no timings inside: same params + seed give the same file
         shutil.rmtree(shard_dir, ignore_errors=True)
     print(f"evaluated ({part}) in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    warning = short_attacks(params, dataset, "evaluation", MEASURED[part])
+    if warning:  # a quick look with few steps: its numbers stand, the table's caption says so
+        print(f"wscat evaluate: {warning}", file=sys.stderr)
     return result
