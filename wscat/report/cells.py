@@ -25,7 +25,9 @@ BOLD_RULE = ("Bold: the highest mean among the AT methods, where its paired 95% 
 ROW_NAMES = {"AA": "AA (standard)", "AA-paper": "AA (paper's variant)"}
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                    "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                   "^": r"\textasciicircum{}"}
+                   "^": r"\textasciicircum{}",
+                   # pdflatex's text fonts have no ×, ε; its OT1 encoding prints < and > as ¡, ¿
+                   "×": r"$\times$", "ε": r"$\varepsilon$", "<": r"$<$", ">": r"$>$"}
 
 
 def latex_escape(text: str) -> str:

@@ -22,8 +22,8 @@ from wscat.report import paper
 from wscat.report.cells import (METRICS, PAPER_MEAN, bold_caption, bold_leads, latex_escape, shown,
                                 tex_cell)
 from wscat.report.names import display_name, is_adversarial
-from wscat.report.table import (SPREAD, _environment, collect, read_frame, read_runs,
-                                render_tex, seed_std, summarise)
+from wscat.report.table import (SPREAD, _environment, read_frame, read_runs,
+                                render_tex, seed_std, short_caption, summarise)
 
 COLUMNS = ["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]
 SUP_METRICS = METRICS + ["NRF"]
@@ -111,7 +111,8 @@ def performance(params: dict[str, Any], tier: str, label: str, part: str, entry:
     shown_rows = [m for m in frame.attrs["metrics"] if m != PAPER_MEAN]
     what = ("Performance on" if part == "performance" else "Performance of different variants on")
     caption = (f"{what} {names[dataset]} ({model_names.get(model, model)}), mean and {SPREAD} "
-               f"over seeds {seeds}. {bold_caption(why_none, shown_rows)}")
+               f"over seeds {seeds}. {bold_caption(why_none, shown_rows)}"
+               f"{short_caption(d for _, d in runs)}")
     tex = render_tex(summary, methods=methods, display_names={m: display_name(m) for m in methods},
                      adversarial=adversarial, caption=caption, label=label,
                      notes=[*table_notes(params, dataset, methods), *frame.attrs["notes"]],
@@ -152,11 +153,12 @@ def mode_table(params: dict[str, Any], tier: str, files: list[str]
     """Table 5 (Tab-mode): the harmonic mean of WSCAT and its variants, one column per dataset."""
     names, _ = _names(params, tier)
     entries = [e for e in paper.tier_spec(params, tier)["datasets"] if "ablation" in e]
-    summaries, rows = {}, []
+    summaries, rows, runs = {}, [], []
     for entry in entries:
         experiment = params["experiments"][entry["ablation"]["experiment"]]
-        frame = _with_paper_mean(collect(_metrics_files(files, experiment["dataset"],
-                                                        experiment["model"])))
+        read, frame = read_frame(_metrics_files(files, experiment["dataset"], experiment["model"]))
+        frame = _with_paper_mean(frame)
+        runs += [data for _, data in read]
         summaries[entry["dataset"]] = summarise(frame, experiment["methods"]).set_index(
             ["method", "metric"])
     variants = list(dict.fromkeys(m for e in entries
@@ -183,7 +185,8 @@ def mode_table(params: dict[str, Any], tier: str, files: list[str]
         body.append({"cells": cells})
     tex = grid(caption="The harmonic mean accuracies of WSCAT and its variants. Each harmonic mean "
                        "is computed over the natural accuracy and the accuracies under FGSM, PGD, "
-                       f"CW and AA; mean and {SPREAD} over seeds.", label="Tab-mode",
+                       f"CW and AA; mean and {SPREAD} over seeds.{short_caption(runs)}",
+               label="Tab-mode",
                colspec="l|" + "|".join("c" * len(entries)),
                header=["Variants"] + [latex_escape(names[e["dataset"]]) for e in entries],
                rows=body)
@@ -196,11 +199,12 @@ def sup_table(params: dict[str, Any], tier: str, files: list[str]
     with NRF where the metrics carry it."""
     names, model_names = _names(params, tier)
     spec = paper.tier_spec(params, tier)["supervised"]
-    body, rows = [], []
+    body, rows, every = [], [], []
     for run in spec["runs"]:
         for model in run["models"]:
             dataset = paper.full_dataset(run["dataset"])
             data = [d for _, d in read_runs(_metrics_files(files, dataset, model))]
+            every += data
             group = f"{names[run['dataset']]} ({model_names.get(model, model)})"
             for i, method in enumerate(spec["methods"]):
                 runs = [d for d in data if d["method"] == method]
@@ -230,7 +234,8 @@ def sup_table(params: dict[str, Any], tier: str, files: list[str]
     tex = grid(caption="Performance of models trained by Standard, TRADES and WSCAT-sup (a variant "
                        "of our WSCAT that uses only labeled data) under fully-supervised setting "
                        f"(every training label; seed {seeds}"
-                       + (f"; mean and {SPREAD} over them)." if len(spec["seeds"]) > 1 else ")."),
+                       + (f"; mean and {SPREAD} over them)." if len(spec["seeds"]) > 1 else ").")
+                       + short_caption(every),
                label="tab-sup", colspec="cc|cccccc|c",
                header=["Dataset (Model)", "Method", "Nat.", "FGSM", "PGD", "CW", "AA", "Mean", "NRF"],
                rows=body)

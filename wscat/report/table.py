@@ -11,6 +11,7 @@ import jinja2
 import numpy as np
 import pandas as pd
 
+from wscat.config import falls_short, reach
 from wscat.io import write_json, write_text
 from wscat.metrics import is_percent
 from wscat.report.cells import (EXTRA_METRICS, METRICS, bold_caption, bold_leads, latex_escape,
@@ -220,6 +221,35 @@ def _attack_notes(datas: list[dict], extras: list[str]) -> list[str]:
     return notes
 
 
+def short_caption(datas: Iterable[Mapping]) -> str:
+    """The caption's sentence, led by a space, where a metrics file's manifest records an attack
+    whose steps x step size fall short of its eps (`wscat.config.falls_short`: PGD-5 on digits):
+    such a column is weaker than FGSM by construction, and can read above it. '' otherwise: the
+    caption is unchanged. Each dataset named where the runs span more than one (tab-sup)."""
+    datas = list(datas)
+    several = len({data["dataset"] for data in datas}) > 1
+    short: dict[tuple[str, int, float, float], list[str]] = {}
+    order = [*METRICS, *EXTRA_METRICS]  # the table's rows (a manifest's keys come sorted)
+    for data in datas:
+        attacks = (data.get("manifest") or {}).get("attacks") or {}
+        for attack, recorded in sorted(attacks.items(), key=lambda item: (
+                order.index(item[0]) if item[0] in order else len(order), item[0])):
+            numbers = [recorded.get(key) for key in ("steps", "step_size", "eps")
+                       ] if isinstance(recorded, dict) else []
+            if (len(numbers) == 3 and isinstance(numbers[0], int)
+                    and all(isinstance(n, (int, float)) and not isinstance(n, bool)
+                            for n in numbers) and falls_short(*numbers)):
+                names = short.setdefault((data["dataset"] if several else "", *numbers), [])
+                if attack not in names:
+                    names.append(attack)
+    if not short:
+        return ""
+    clauses = "; ".join(f"on {where}, " * bool(where) + reach(names, steps, step, eps)
+                        for (where, steps, step, eps), names in short.items())
+    return (f" {clauses[0].upper()}{clauses[1:]}: weaker than FGSM (one step of ε) by "
+            "construction.")
+
+
 SPREAD = "sample standard deviation (ddof=1)"  # what every ± over seeds is, named in captions
 
 
@@ -357,7 +387,8 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
     seeds = sorted(set(frame.loc[frame["method"].isin(methods), "seed"]))
     leads, why_none = bold_leads([d for _, d in runs], methods, adversarial)
     caption = (f"Performance on {dataset} ({model}): mean and {SPREAD} over "
-               f"{spread_caption(seeds)}. {bold_caption(why_none, frame.attrs['metrics'])}")
+               f"{spread_caption(seeds)}. {bold_caption(why_none, frame.attrs['metrics'])}"
+               f"{short_caption(d for _, d in runs)}")
     tex = render_tex(summary, methods=methods, display_names=display_names, adversarial=adversarial,
                      caption=caption, label=f"Tab-RQ1-{experiment}",
                      notes=[*notes, *frame.attrs["notes"]], leads=leads)
