@@ -27,6 +27,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from wscat.inference import logits_of, nonfinite_rows, refuse_nonfinite
 from wscat.metrics import AA_PAPER
 
 Variant = Literal["standard", "paper"]
@@ -168,7 +169,9 @@ def _timed_attacks(adversary: Any) -> Iterator[dict[str, float]]:
 
 def run_shard(adversary: Any, model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float,
               batch_size: int) -> ShardResult:
-    """Run the whole AutoAttack on one shard; refuse points outside the eps-ball or [0, 1]."""
+    """Run the whole AutoAttack on one shard; refuse points outside the eps-ball or [0, 1], and
+    adversarial logits that hold NaN or inf (wscat.inference.NonFiniteOutputs, under AA or
+    AA-paper) in the robust recount."""
     with _captured(adversary.logger) as (handler, caught), _timed_attacks(adversary) as seconds:
         x_adv, _ = adversary.run_standard_evaluation(x, y, batch_size=batch_size)
     column = "AA" if adversary.version == "standard" else "AA-paper"
@@ -187,8 +190,13 @@ def run_shard(adversary: Any, model: nn.Module, x: torch.Tensor, y: torch.Tensor
     clean = next((seen[a] for a in adversary.attacks_to_run if a in seen), 0)
     messages = [r.getMessage() for r in handler.records if r.levelno >= logging.WARNING]
     messages += [str(w.message) for w in caught]
+    flags, bad = [], 0
     with torch.no_grad():
-        robust = torch.cat([model(x_adv[i:i + batch_size]).argmax(1) == y[i:i + batch_size]
-                            for i in range(0, len(x), batch_size)])
+        for i in range(0, len(x), batch_size):
+            logits = logits_of(model(x_adv[i:i + batch_size]))
+            bad = bad + nonfinite_rows(logits)
+            flags.append(logits.argmax(1) == y[i:i + batch_size])
+    refuse_nonfinite(bad, len(x), column)  # argmax would read NaN as class 0
+    robust = torch.cat(flags)
     return ShardResult(clean=clean, flipped=flipped, robust=robust.tolist(),
                        warnings=list(dict.fromkeys(messages)))

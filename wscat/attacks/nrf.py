@@ -34,6 +34,7 @@ from torch import nn
 from wscat.attacks.objectives import cw_margin
 from wscat.attacks.mode import require_eval
 from wscat.attacks.pgd import Objective, pgd
+from wscat.inference import nonfinite_rows, refuse_nonfinite
 from wscat.optim import Adam
 
 _TINY = 1e-10
@@ -132,10 +133,11 @@ def nrf_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: flo
                  step_size: float, config: Mapping[str, Any], batch_size: int,
                  generator: torch.Generator) -> tuple[float, dict[str, Any]]:
     """Accuracy (%) under NRF with `config` (params.yaml evaluation.nrf), and what it found: the
-    layer, its channels and the share of (example, channel) pairs flagged non-robust."""
+    layer, its channels and the share of (example, channel) pairs flagged non-robust. Final
+    adversarial logits that hold NaN or inf are refused (wscat.inference.NonFiniteOutputs)."""
     require_eval(model)
     split = split_model(model, x[:1], config["layer"])
-    correct, flagged = 0, 0
+    correct, flagged, bad = 0, 0, 0
     for start in range(0, len(x), batch_size):
         xb, yb = x[start:start + batch_size], y[start:start + batch_size]
         with torch.no_grad():
@@ -146,7 +148,10 @@ def nrf_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: flo
         adversarial = pgd(nrf_objective(split, yb, mask, config["weight"]), xb, eps=eps,
                           step_size=step_size, steps=config["steps"], generator=generator)
         with torch.no_grad():
-            correct += int((model(adversarial)[1].argmax(1) == yb).sum())
+            logits = model(adversarial)[1]
+            bad = bad + nonfinite_rows(logits)  # on the device: read once, below
+            correct += int((logits.argmax(1) == yb).sum())
+    refuse_nonfinite(bad, len(x), "NRF")  # argmax would read NaN as class 0
     found = {"layer": split.layer, "channels": split.channels,
              "non_robust_fraction": round(flagged / max(len(x) * split.channels, 1), 4)}
     return 100.0 * correct / max(len(x), 1), found

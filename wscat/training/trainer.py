@@ -24,6 +24,7 @@ from wscat.data import augment, iterations_per_epoch, sample_batch_indices, to_u
 from wscat.data.sampler import labelled_per_batch
 from wscat.data.training_data import TrainingData
 from wscat.evaluation import accuracy, harmonic_mean
+from wscat.inference import NonFiniteOutputs
 from wscat.methods import Batch, Method, StepContext, build_method
 from wscat.models import build_model
 from wscat.training.ema import make_ema, update_ema
@@ -64,17 +65,19 @@ def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
 
 
 def _validate(ema: torch.nn.Module, data: TrainingData, run: RunConfig) -> dict[str, float]:
-    """Validation score of the EMA model under the method's selection criterion."""
+    """Validation score of the EMA model under the method's selection criterion. Logits that
+    hold NaN or inf (clean, or the attack's final ones) raise NonFiniteOutputs: argmax would
+    score them as class 0."""
     selection = run.method_params["selection"]
     x, y = data.validation_x, data.validation_y
     ema.eval()
-    natural = accuracy(ema, x, y)
+    natural = accuracy(ema, x, y, finite=True)
     scores = {"val_natural": natural}
     attack = {"cw": "CW", "hm": "PGD"}.get(selection)
     if attack:
         steps = run.validation["cw_steps" if attack == "CW" else "pgd_steps"]
         robust = accuracy(ema, x, y, attack=attack, eps=run.data["eps"],
-                          step_size=run.data["eval_step_size"], steps=steps,
+                          step_size=run.data["eval_step_size"], steps=steps, finite=True,
                           generator=torch.Generator().manual_seed(run.seed))
         scores[f"val_{attack.lower()}"] = robust
         scores["score"] = robust if selection == "cw" else harmonic_mean([natural, robust])
@@ -107,7 +110,8 @@ def train_step(method: Method, step_model: torch.nn.Module, model: torch.nn.Modu
 
 
 class TrainingDiverged(ValueError):
-    """A step's loss or gradients became NaN or infinite; the message names the epoch and step."""
+    """A step's loss or gradients, or the EMA model's validation outputs, became NaN or infinite;
+    the message names the epoch (and the step)."""
 
 
 def step_is_finite(loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> torch.Tensor:
@@ -138,12 +142,26 @@ def _check_finite(flags: torch.Tensor, run: RunConfig, epoch: int) -> None:
             f"training {run.method} seed {run.seed} failed at its first step, before any "
             f"update: its {what} was NaN or infinite on the initial weights, so the learning "
             f"rate is not the cause; no checkpoint was written; check {check}")
-    kept = (f"resume/last.pt (epoch {epoch}) is kept" if epoch else
-            "no checkpoint was written")
     raise TrainingDiverged(
         f"training {run.method} seed {run.seed} diverged at epoch {epoch + 1}, step {step + 1} "
-        f"of {len(flags)}: its {what} became NaN or infinite; "
-        f"{kept}; lower training.{run.dataset}.lr (now {run.training['lr']}) and rerun")
+        f"of {len(flags)}: its {what} became NaN or infinite; {_kept_and_advice(run, epoch)}")
+
+
+def _diverged_outputs(error: NonFiniteOutputs, run: RunConfig, epoch: int) -> TrainingDiverged:
+    """The stop for an EMA model whose validation logits (`error`) hold NaN or inf after epoch
+    `epoch` (0-based): as for a diverged step, nothing of that epoch is saved."""
+    under = "" if error.attack == "Natural" else f" under {error.attack}"
+    return TrainingDiverged(
+        f"training {run.method} seed {run.seed} diverged at epoch {epoch + 1}: its EMA model's "
+        f"outputs are NaN or inf on {error.bad} of {error.total} validation images{under}; "
+        f"{_kept_and_advice(run, epoch)}")
+
+
+def _kept_and_advice(run: RunConfig, epoch: int) -> str:
+    """What a run stopped in epoch `epoch` (0-based) keeps, and what to change."""
+    kept = (f"resume/last.pt (epoch {epoch}) is kept" if epoch else
+            "no checkpoint was written")
+    return f"{kept}; lower training.{run.dataset}.lr (now {run.training['lr']}) and rerun"
 
 
 @dataclass
@@ -319,7 +337,11 @@ def _select_and_save(training: _Training, row: dict[str, Any], run: RunConfig,
     cfg, epoch = run.training, row["epoch"] - 1
     last_epoch = epoch + 1 == cfg["epochs"]
     if (epoch + 1) % cfg["val_every"] == 0 or last_epoch:
-        row.update({k: round(v, 4) for k, v in _validate(training.ema, data, run).items()})
+        try:
+            scores = _validate(training.ema, data, run)
+        except NonFiniteOutputs as error:  # stopped before anything of this epoch is saved
+            raise _diverged_outputs(error, run, epoch) from None
+        row.update({k: round(v, 4) for k, v in scores.items()})
         score = float(epoch) if run.method_params["selection"] == "last" else row["score"]
         if score >= training.best["score"]:  # ties go to the later, better-settled epoch
             training.best = {"score": score, "epoch": epoch + 1}
