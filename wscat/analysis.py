@@ -103,11 +103,11 @@ def validation_accuracies(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *,
                           step_size: float, steps: int, batch_size: int, seed: int,
                           finite: bool = False) -> dict[str, float]:
     """Natural and PGD accuracy (%) on the validation set and their harmonic mean (Fig-beta's
-    tuning rule). The model must be in eval mode. With `finite`, clean logits that hold NaN or
-    inf are refused (wscat.evaluation.correct)."""
+    tuning rule). The model must be in eval mode. With `finite`, clean or adversarial logits
+    that hold NaN or inf are refused (wscat.evaluation.correct)."""
     generator = torch.Generator(device=x.device).manual_seed(seed)
     natural = accuracy(model, x, y, batch_size=batch_size, finite=finite)
     robust = accuracy(model, x, y, attack="PGD", eps=eps, step_size=step_size, steps=steps,
-                      batch_size=batch_size, generator=generator)
+                      batch_size=batch_size, generator=generator, finite=finite)
     return {"Natural": round(natural, 4), "PGD": round(robust, 4),
             "HM": round(harmonic_mean([natural, robust]), 4)}

@@ -56,7 +56,7 @@ def _batches(n: int, batch_size: int) -> list[slice]:
 def _correct(model: nn.Module, x: torch.Tensor, y: torch.Tensor, finite: bool
              ) -> tuple[torch.Tensor, torch.Tensor | int]:
     """Per-example correctness, and, with `finite`, how many examples' logits hold NaN or inf (on
-    the device; 0 without: the trainer's validation does not count them)."""
+    the device; 0 without, uncounted)."""
     logits = model(x)[1]
     return logits.argmax(1) == y, nonfinite_rows(logits) if finite else 0
 

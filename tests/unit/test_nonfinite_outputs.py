@@ -184,6 +184,18 @@ def test_nrf_s_nan_logits_are_refused() -> None:
                      generator=torch.Generator().manual_seed(0))
 
 
+def test_validate_s_pgd_refuses_nan_logits() -> None:
+    """Fig-beta's validation numbers (`wscat validate`): PGD's adversarial logits were read as
+    class 0 where only the clean pass was checked."""
+    from wscat.analysis import validation_accuracies
+
+    model, (x, y) = OffGridNet().eval(), _on_grid()
+    with pytest.raises(ValueError, match=r"^the model's outputs are NaN or inf on 6 of 6 images "
+                                         r"under PGD;"):
+        validation_accuracies(model, x, y, eps=0.1, step_size=0.02, steps=3, batch_size=4,
+                              seed=0, finite=True)
+
+
 def test_nan_validation_outputs_stop_the_training_and_keep_the_last_good_epoch(
         runs, capsys, monkeypatch, tmp_path) -> None:  # noqa: F811
     """The EMA model's per-epoch validation once scored NaN logits as class 0 (and could keep
