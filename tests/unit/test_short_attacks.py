@@ -90,6 +90,33 @@ def test_wscat_evaluate_prints_the_line_once_and_only_for_a_short_attack(
     assert not [line for line in lines if "warning:" in line], lines
 
 
+def test_wscat_train_says_so_where_best_pt_is_chosen_by_a_short_attack(
+        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TRADES selects best.pt on CW (`selection: cw`) with model selection's steps: CW-5 (the tiny
+    params' `validation`) prints the line once, before the training; CW-20 and Standard (chosen
+    on natural accuracy) print none."""
+    def train(method: str, steps: int) -> list[str]:
+        params = tiny_params(epochs=1)
+        params["datasets"]["digits"]["labelled"] = 100
+        params["validation"] = {"pgd_steps": steps, "cw_steps": steps}
+        write_params(trained / f"train{steps}.yaml", params)
+        capsys.readouterr()
+        assert cli.main([str(a) for a in [
+            "train", "--params", trained / f"train{steps}.yaml", "--dataset", "digits",
+            "--model", "cnn", "--method", method, "--seed", 1, "--split", trained / "s1.npz",
+            "--device", "cpu", "--out-dir", trained / f"{method}{steps}"]]) == 0
+        return [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+
+    assert train("trades", 5) == [
+        "wscat train: warning: on digits, CW-5 moves at most 5 x 0.01875 = 0.09375 < eps = 0.15: "
+        "weaker than FGSM (one step of eps) by construction, so model selection (best.pt under "
+        "selection cw or hm) ranks epochs by a truncated attack; raise validation.cw_steps to 8 "
+        "or more (or datasets.digits.eval_step_size to 0.03 or more) in params.yaml for numbers "
+        "to report (a quick look may stay short)"]
+    assert train("trades", 20) == []
+    assert train("standard", 5) == []
+
+
 def _metrics(folder: Path, steps: int) -> list[Path]:
     """Two methods' metrics files whose manifests record PGD and CW of `steps` steps."""
     folder.mkdir(parents=True)

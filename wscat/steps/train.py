@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from wscat.checkpoint import check_run, check_trained_by
-from wscat.config import RunConfig, method_for
+from wscat.config import RunConfig, method_for, short_attacks
 from wscat.data import ImageDataset, load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
 from wscat.data.training_data import (add_generated, load_generated, load_pseudo_labels,
@@ -112,6 +112,10 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
         print(f"{out_dir} holds this run, finished: it trains again from the start; best.pt, "
               "last.pt, train_log.csv and dvclive/ there are replaced when it ends",
               file=sys.stderr, flush=True)
+    selected_by = {"cw": ("CW",), "hm": ("PGD",)}.get(run.method_params["selection"])
+    warning = selected_by and short_attacks(params, dataset, "validation", selected_by)
+    if warning:  # best.pt is chosen by a truncated attack: said once, before the long part
+        print(f"wscat train: {warning}", file=sys.stderr, flush=True)
     with output_lock(out_dir, f"wscat train {method} seed {seed}"):  # one writer per run
         return train(run, data, out_dir, device=device,
                      meta={"versions": versions(), "machine": machine(device),
