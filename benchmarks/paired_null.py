@@ -51,10 +51,6 @@ DOCS = ROOT / "docs" / "evaluation.md"
 MARKERS = ("<!-- begin: benchmarks/paired_null.py -->", "<!-- end: benchmarks/paired_null.py -->")
 
 
-def _logit(p: np.ndarray) -> np.ndarray:
-    return np.log(p / (1.0 - p))
-
-
 def _population_offsets() -> np.ndarray:
     """Per-attack logit offsets that give the BASE accuracies on average over images."""
     z = np.random.default_rng(12345).normal(size=(200_000, 1))

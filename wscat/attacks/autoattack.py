@@ -32,7 +32,6 @@ from wscat.metrics import AA_PAPER
 
 Variant = Literal["standard", "paper"]
 VARIANTS: tuple[Variant, ...] = ("standard", "paper")
-ORDER = ("apgd-ce", "apgd-t", "fab-t", "square")
 PAPER_ORDER = tuple(AA_PAPER["order"])  # the release's: the standard four, fewer iterations
 PAPER_ITERATIONS = AA_PAPER["iterations"]
 # "apgd-t - 1/2 - 10 out of 58 successfully perturbed": the library's per-batch debug line.

@@ -19,7 +19,6 @@ from wscat.paths import Run  # one trained run's files; report code names it pap
 from wscat.sweeps import beta_method, full_dataset, unlabelled_dataset
 
 REPORTED = Path(__file__).with_name("reported.csv")  # the paper's tables, one row per cell
-CROSS_DATASET_TABLES = ("Tab-datasets", "Tab-mode", "tab-sup", "Tab-ap-time")
 FIGURES = ("Fig-similarity", "Fig-beta", "Fig-unlabel", "Fig-feature")
 # The tier section each figure needs; a tier without the section (the CIFAR-10 proxy) has no
 # such figure.
