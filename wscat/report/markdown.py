@@ -38,16 +38,37 @@ def table_markdown(summary: pd.DataFrame, *, methods: Sequence[str],
 
 
 def paired_csv(paired: pd.DataFrame, display_names: Mapping[str, str]) -> str:
-    """The paired comparison, one row per method, numbers to two decimals."""
+    """The paired comparison, one row per method, numbers to two decimals (a bound that would
+    print as 0.00 with the decimals that show its sign: `bound`)."""
+    records = paired.to_dict("records")
+    bounds = {column: ["" if not has_interval(row) else bound(float(row[column]), sign=False)
+                       for row in records] for column in ("ci_low", "ci_high")}
     frame = paired.assign(method=paired["method"].map(display_names),
                           reference=paired["reference"].map(display_names),
-                          verdict=[verdict(row) for row in paired.to_dict("records")])
+                          verdict=[verdict(row) for row in records], **bounds)
     return frame.to_csv(index=False, float_format="%.2f", lineterminator="\n")
 
 
-def _interval(row: Mapping, fmt: str = "[{:+.2f}, {:+.2f}]") -> str:
-    """The interval as printed; '—' where there is none (one seed, or refused: `note`)."""
-    return fmt.format(row["ci_low"], row["ci_high"]) if has_interval(row) else "—"
+def bound(value: float, sign: bool = True) -> str:
+    """An interval's bound as every output prints it: 2 decimals (with its sign: `sign`), but
+    one that would print as 0.00 with as many more decimals as show which side of 0 it lies
+    (+0.004, -0.0004), since the verdict and the bold read the bound unrounded: '[+0.00, ...]'
+    beside 'higher than WSCAT' and '[-0.00, ...]' beside 'within noise' both happen otherwise.
+    A bound of exactly 0 prints 0.00."""
+    plus = "+" if sign else ""
+    if value == 0:
+        return "0.00"
+    for places in range(2, 7):
+        if round(value, places) != 0:
+            return f"{value:{plus}.{places}f}"
+    return f"{value:{plus}.0e}"
+
+
+def _interval(row: Mapping, fmt: str = "[{}, {}]") -> str:
+    """The interval as printed (`bound`); '—' where there is none (one seed, or refused:
+    `note`)."""
+    return (fmt.format(bound(row["ci_low"]), bound(row["ci_high"])) if has_interval(row)
+            else "—")
 
 
 def how_to_read(first: Mapping, reference: str, compared: int = 1, apart: bool = False) -> str:
@@ -152,7 +173,7 @@ def paired_tex(paired: pd.DataFrame, display_names: Mapping[str, str], *, label:
     for row in paired.to_dict("records"):
         name = latex_escape(display_names[row["method"]])
         lines.append(rf"{name} & ${row['delta_mean']:+.2f}$ & "
-                     rf"{_interval(row, '$[{:+.2f}, {:+.2f}]$').replace('—', '--')} & "
+                     rf"{_interval(row, '$[{}, {}]$').replace('—', '--')} & "
                      rf"{verdict(row)}\\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
