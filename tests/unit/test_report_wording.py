@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
+import numpy as np
+import pytest
 
+from tests.unit.test_paper_table_refusals import (accepted, edit, one_line_error,  # noqa: F401
+                                                  table, table_work)
+from wscat.metrics import ATTACKS, harmonic_mean
 from wscat.report import markdown, paired
+from wscat.report.table import collect
 
 NAMES = {"trades": "TRADES", "rst": "RST", "wscat": "WSCAT"}
 
@@ -43,3 +50,58 @@ def test_a_bound_near_zero_is_printed_with_its_sign_in_every_output() -> None:
     # Bounds away from 0 print as before; closer ones with the decimals that show their side.
     assert [markdown.bound(v) for v in (1.234, -0.006, 0.0004, -0.00004, 0.0)] == [
         "+1.23", "-0.01", "+0.0004", "-0.00004", "0.00"]
+
+
+# --- 4. a Mean that is not the harmonic mean of the file's five accuracies --------------------
+
+ACCURACY = {"Natural": 81.0, "FGSM": 50.0, "PGD": 39.0, "CW": 35.0, "AA": 30.0}
+HARMONIC = round(harmonic_mean(list(ACCURACY.values())), 4)  # 41.7064
+RECORDED = {"Mean": {"of": list(ATTACKS), "kind": "harmonic"}}  # as `wscat evaluate` records it
+
+
+def _metrics_file(tmp_path: Path, mean: float) -> Path:
+    path = tmp_path / "wscat-seed1.json"
+    path.write_text(json.dumps({"dataset": "digits", "model": "cnn", "method": "wscat",
+                                "seed": 1, "accuracy": {**ACCURACY, "Mean": mean},
+                                "manifest": {"attacks": RECORDED}}))
+    return path
+
+
+def test_a_mean_its_accuracies_do_not_give_is_refused_in_one_line(tmp_path: Path) -> None:
+    assert len(collect([_metrics_file(tmp_path, HARMONIC + 0.0003)])) == 6  # rounding: taken
+    path = _metrics_file(tmp_path, 43.0)
+    with pytest.raises(ValueError) as refusal:
+        collect([path])
+    line = str(refusal.value)
+    assert "\n" not in line and line.startswith(f"{path}: ")
+    assert "Mean 43.0" in line and f"which is {HARMONIC:.4f}" in line and "harmonic mean" in line
+
+
+def test_the_table_cli_refuses_it_with_exit_2(table_work, capsys) -> None:
+    work, _ = table_work
+    edit(work / "m.json", lambda data: data["manifest"].update(attacks=RECORDED))
+    one_line_error(table("params.yaml", "m.json"), ("m.json", "Mean 43.0", "harmonic mean"),
+                   work, capsys)
+    edit(work / "m.json", lambda data: data["accuracy"].update(
+        Mean=round(harmonic_mean([data["accuracy"][a] for a in ATTACKS]), 4)))
+    accepted(table("params.yaml", "m.json"), capsys)
+
+
+def test_the_paired_refusal_says_what_differs() -> None:
+    """Flags of every evaluated image whose Mean is off are not 'AutoAttack on a subset?'."""
+    flags = {a: np.arange(20) % (i + 2) == 0 for i, a in enumerate(ATTACKS)}
+    accuracy = {a: 100.0 * float(f.mean()) for a, f in flags.items()}
+    data = {"method": "wscat", "seed": 1, "manifest": {"n_examples": 20},
+            "accuracy": {**accuracy, "Mean": harmonic_mean(list(accuracy.values())) + 1.0},
+            "per_image": {"order": "stratified, subset_seed 0", "correct": {
+                a: "".join("1" if x else "0" for x in f) for a, f in flags.items()}}}
+    with pytest.raises(paired.NotTheTablesMean) as refusal:
+        paired.correctness([data])
+    assert "subset" not in str(refusal.value) and "not their harmonic mean" in str(refusal.value)
+    data["accuracy"]["Mean"] -= 1.0
+    data["accuracy"]["PGD"] += 5.0
+    with pytest.raises(paired.NotTheTablesMean, match="on all 20 images evaluated: its PGD"):
+        paired.correctness([data])
+    data["manifest"]["n_examples"] = 40  # the flags of AutoAttack's 20 of 40 images
+    with pytest.raises(paired.NotTheTablesMean, match="20 of the 40 images evaluated"):
+        paired.correctness([data])

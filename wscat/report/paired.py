@@ -61,7 +61,8 @@ APART_RATIO, APART_SE = 4.0, 3.0
 
 
 class NotTheTablesMean(ValueError):
-    """Per-image flags that do not give the table's accuracies (AutoAttack on a subset)."""
+    """Per-image flags that do not give the table's accuracies (AutoAttack on a subset, or a
+    file whose numbers are not its own flags')."""
 
 
 def correctness(datas: Sequence[Mapping], *, order: str | None = None
@@ -96,25 +97,42 @@ def correctness(datas: Sequence[Mapping], *, order: str | None = None
                              f"({seen[0]}; {seen[1]}) than {first[0]}; {first[1]}: evaluate "
                              "every method with the same evaluation settings")
         first = first or seen
-        _check_against_table(name, np.stack(rows), data["accuracy"])
+        _check_against_table(name, np.stack(rows), data["accuracy"],
+                             (data.get("manifest") or {}).get("n_examples"))
         flags.setdefault(data["method"], {})[data["seed"]] = np.stack(rows)
     return flags
 
 
-def _check_against_table(name: str, flags: np.ndarray, accuracy: Mapping[str, float]) -> None:
-    """The accuracies and the Mean the interval resamples must be the table's."""
+def _check_against_table(name: str, flags: np.ndarray, accuracy: Mapping[str, float],
+                         evaluated: object = None) -> None:
+    """The accuracies and the Mean the interval resamples must be the table's; the refusal says
+    what differs: a Mean that is not the harmonic mean of accuracies the flags give, flags on
+    fewer images than were `evaluated` (the manifest's n_examples: AutoAttack on a subset), or
+    an accuracy its flags on every evaluated image do not give."""
     acc = 100.0 * flags.mean(axis=1)
     mean = float(_harmonic(acc))
     shown = [(a, float(accuracy[a]), float(v)) for a, v in zip(ATTACKS, acc)]
     shown.append(("Mean", float(accuracy["Mean"]), mean))
     wrong = [(a, table, own) for a, table, own in shown if abs(table - own) > _TOLERANCE]
-    if wrong:
-        a, table, own = wrong[0]
+    if not wrong:
+        return
+    a, table, own = wrong[0]
+    n = flags.shape[1]
+    said = f"{name}: its per-image flags give {a} {own:.2f}, the table {table:.2f}"
+    if a == "Mean":  # every accuracy is its flags': the file's Mean is not theirs
         raise NotTheTablesMean(
-            f"{name}: its per-image flags give {a} {own:.2f}, the table {table:.2f} on "
-            f"{flags.shape[1]} images (AutoAttack on a subset?); the paired comparison needs "
-            "every attack on the same images: set evaluation.autoattack.n_examples to null, or "
-            "cut evaluation.n_examples")
+            f"{said}: its five accuracies are those of its flags on {n} images, but its Mean is "
+            "not their harmonic mean (a file edited by hand?); re-evaluate it (`wscat evaluate`)")
+    known = isinstance(evaluated, int) and not isinstance(evaluated, bool)
+    if known and n == evaluated:
+        raise NotTheTablesMean(
+            f"{said} on all {n} images evaluated: its {a} is not its own flags' accuracy (a file "
+            "edited by hand, or flags of another run?); re-evaluate it (`wscat evaluate`)")
+    where = (f"on {n} of the {evaluated} images evaluated (AutoAttack on a subset)"
+             if known and n < evaluated else f"on {n} images (AutoAttack on a subset?)")
+    raise NotTheTablesMean(
+        f"{said} {where}; the paired comparison needs every attack on the same images: set "
+        "evaluation.autoattack.n_examples to null, or cut evaluation.n_examples")
 
 
 def score(acc: np.ndarray, column: str = "Mean") -> np.ndarray:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from wscat.config import falls_short, reach
 from wscat.io import write_json, write_text
-from wscat.metrics import is_percent
+from wscat.metrics import ATTACKS, harmonic_mean, is_percent
 from wscat.report.cells import (EXTRA_METRICS, METRICS, bold_caption, bold_leads, latex_escape,
                                 row_name, shown, shown_cells, tex_cell)
 
@@ -52,7 +52,34 @@ def _read_metrics(path: Path) -> dict:
         if not is_percent(value):
             raise ValueError(f"{path}: accuracy '{metric}' must be a finite number in [0, 100] "
                              f"(a percentage), got {value!r}; re-evaluate it (`wscat evaluate`)")
+    if data.get("part") != "extra" and _measured(data):
+        _check_mean(path, accuracy)
     return data
+
+
+def _measured(data: dict) -> bool:
+    """Whether a metrics file says it was measured: its manifest records how its Mean was made
+    (`attacks.Mean`, as every file `wscat evaluate` writes), or it carries per-image flags."""
+    manifest = data.get("manifest")
+    attacks = manifest.get("attacks") if isinstance(manifest, dict) else None
+    return (isinstance(attacks, dict) and "Mean" in attacks) or bool(data.get("per_image"))
+
+
+# `wscat evaluate` writes each accuracy and the Mean (the harmonic mean of the unrounded five)
+# rounded to 4 decimals: recomputed from the rounded five, the Mean moves by at most
+# 5 x 0.00005 (the harmonic mean's gradient sums to at most 5) + 0.00005 = 0.0003.
+MEAN_TOLERANCE = 1e-3
+
+
+def _check_mean(path: Path, accuracy: Mapping[str, float]) -> None:
+    """Refuse a core metrics file whose Mean is not the harmonic mean of its Natural, FGSM, PGD,
+    CW and AA (beyond the rounding of the file: MEAN_TOLERANCE): the table would print both."""
+    recomputed = harmonic_mean([float(accuracy[metric]) for metric in ATTACKS])
+    if abs(float(accuracy["Mean"]) - recomputed) > MEAN_TOLERANCE:
+        raise ValueError(f"{path}: its Mean {accuracy['Mean']!r} is not the harmonic mean of its "
+                         f"{', '.join(ATTACKS[:-1])} and {ATTACKS[-1]}, which is "
+                         f"{recomputed:.4f}; re-evaluate it (`wscat evaluate`) rather than edit "
+                         "a metrics file")
 
 
 def collect(metrics_files: list[Path]) -> pd.DataFrame:
