@@ -6,8 +6,9 @@ manifests), pseudo-label reports and train logs at their places under results/, 
 summary.md and run.json. This script reads those folders and renders, through the same functions
 as `wscat table`, `wscat paper-table` and `wscat paper-compare` (so it follows their statistics):
 mean ± std over the seeds, the paired comparison with WSCAT, and the companion beside the paper's
-CIFAR-10 numbers (wscat/report/reported.csv). It names the seeds present and the ones missing;
-it calls the table the three-seed table only when every seed of the tier is in.
+CIFAR-10 numbers (wscat/report/reported.csv). It names the seeds present and the ones missing
+(on its page, and at the end of each table's caption while some are missing); it calls the table
+the three-seed table only when every seed of the tier is in.
 
     python benchmarks/proxy_table.py            # benchmarks/results/cifar10-proxy/ -> .../table/
     python benchmarks/proxy_table.py --seeds-dir DIR --out DIR [--require-all]
@@ -325,6 +326,10 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
                                paper_cells=paper.paper_cells(params, TIER, label),
                                tex=stage / f"{label}-vs-paper.tex",
                                csv=stage / f"{label}-vs-paper.csv")
+        if missing:  # each lifted table says, in its caption, that it is not the whole tier
+            for name in (f"{EXPERIMENT}.md", f"{EXPERIMENT}.tex", f"{EXPERIMENT}-paired.tex",
+                         f"{label}.tex", f"{label}-vs-paper.tex"):
+                mark_partial(stage / name, partial_note(list(dirs), expected))
         figure = paired_figure(*compared, stage / f"{label}-vs-paper.csv", stage / FIGURE,
                                params["experiments"][EXPERIMENT]["methods"])
         validation_curves(params, dirs, stage / CURVES)
@@ -346,6 +351,30 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
             for stale in out.glob(f"{FIGURE}.*"):
                 stale.unlink()
     return written
+
+
+def partial_note(present: list[int], expected: list[int]) -> str:
+    """The sentence a table's caption ends with while seeds of the tier are missing."""
+    missing = [s for s in expected if s not in present]
+    return (f"This table holds {len(present)} of the tier's {len(expected)} seeds; "
+            f"seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} still "
+            "missing.")
+
+
+CAPTION = {".tex": re.compile(r"^(\s*\\caption\{.*)\}$", re.M),  # its one \caption{...} line
+           ".md": re.compile(r"\A(\*.*)\*$", re.M)}  # the first line, *the table's caption*
+
+
+def mark_partial(path: Path, note: str) -> None:
+    """End the caption of the table at `path` (.tex: its \\caption line; .md: its first line)
+    with `note`; one caption or a one-line error (a template that changed its form)."""
+    text = path.read_text()
+    found = list(CAPTION[path.suffix].finditer(text))
+    if len(found) != 1:
+        raise ValueError(f"{path.name}: {len(found)} captions where one was expected; "
+                         "benchmarks/proxy_table.py cannot mark it as holding part of the seeds")
+    where = found[0].end(1)
+    path.write_text(f"{text[:where]} {note}{text[where:]}")
 
 
 FIGURE = "paired-vs-wscat"  # the paired comparison's picture: .png, .pdf, .csv

@@ -4,6 +4,7 @@ named as such beside the paper's, and a metrics file whose Mean is not its own a
 harmonic mean refused. Every input is written by hand, so nothing trains."""
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -12,10 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.unit.test_paper_table_refusals import (accepted, edit, one_line_error,  # noqa: F401
-                                                  table, table_work)
+from tests.unit.test_paper_table_refusals import (TIER, accepted, edit, metrics,  # noqa: F401
+                                                  one_line_error, table, table_work,
+                                                  tier_params, write)
 from wscat.metrics import ATTACKS, harmonic_mean
-from wscat.report import markdown, paired
+from wscat.report import markdown, paired, paper
+from wscat.report.paper_tables import build
 from wscat.report.table import collect
 
 NAMES = {"trades": "TRADES", "rst": "RST", "wscat": "WSCAT"}
@@ -50,6 +53,63 @@ def test_a_bound_near_zero_is_printed_with_its_sign_in_every_output() -> None:
     # Bounds away from 0 print as before; closer ones with the decimals that show their side.
     assert [markdown.bound(v) for v in (1.234, -0.006, 0.0004, -0.00004, 0.0)] == [
         "+1.23", "-0.01", "+0.0004", "-0.00004", "0.00"]
+
+
+# --- 2. one seed: no spread claimed in the paper tier's captions -----------------------------
+
+def _paper_tables(root: Path, params: dict) -> dict[str, str]:
+    """The .tex of Tab-RQ1-digits and Tab-mode from a metrics file per run under `root`."""
+    for label in ("Tab-RQ1-digits", "Tab-mode"):
+        for path in paper.table_inputs(params, TIER, label, str(root / "results")):
+            run = paper.Run(*Path(path).parts[-4:-1], int(Path(path).stem.split("-")[0][4:]))
+            write(path, metrics(params, run, part="extra" if "-extra" in path else None))
+    return {label: build(params, TIER, label, str(root / "results"))[0]
+            for label in ("Tab-RQ1-digits", "Tab-mode")}
+
+
+def _caption(tex: str) -> str:
+    return tex.split(r"\caption{")[1].split(r"\label")[0]
+
+
+def test_a_one_seed_paper_table_claims_no_spread_and_three_seeds_read_as_before(
+        tmp_path: Path, tier_params) -> None:
+    one = copy.deepcopy(tier_params)
+    for name in ("digits-table2", "digits-ablation"):
+        one["experiments"][name]["seeds"] = [1]
+    tex = _paper_tables(tmp_path / "one", one)
+    for label in ("Tab-RQ1-digits", "Tab-mode"):
+        caption = _caption(tex[label])
+        assert ("mean and sample standard deviation (ddof=1) over seed 1 (one seed: no spread; "
+                "means alone)") in caption, caption
+        assert "over seeds" not in caption, caption
+    tex = _paper_tables(tmp_path / "three", tier_params)
+    assert ("Performance on Digits (CNN), mean and sample standard deviation (ddof=1) over seeds "
+            "1, 2, 3. Bold:") in _caption(tex["Tab-RQ1-digits"])
+    assert _caption(tex["Tab-mode"]).startswith(
+        "The harmonic mean accuracies of WSCAT and its variants. Each harmonic mean is computed "
+        "over the natural accuracy and the accuracies under FGSM, PGD, CW and AA; mean and sample "
+        "standard deviation (ddof=1) over seeds.")
+
+
+def test_the_proxy_tables_say_how_many_of_the_tiers_seeds_they_hold(tmp_path: Path) -> None:
+    """benchmarks/proxy_table.py ends each lifted table's caption with the seeds it holds while
+    some are missing (and leaves it as it is once all are in: it is not called then)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from proxy_table import mark_partial, partial_note
+
+    note = partial_note([1], [1, 2, 3])
+    assert note == "This table holds 1 of the tier's 3 seeds; seeds 2, 3 still missing."
+    assert partial_note([1, 2], [1, 2, 3]).endswith("; seed 3 still missing.")
+    tex, md = tmp_path / "t.tex", tmp_path / "t.md"
+    tex.write_text("\\begin{table}[t]\n\t\\caption{Performance, over seed 1.}\n\t\\label{x}\n")
+    md.write_text("*Performance, over seed 1.*\n\n| a |\n\n*Paired comparison: one seed.*\n")
+    for path in (tex, md):
+        mark_partial(path, note)
+    assert f"\t\\caption{{Performance, over seed 1. {note}}}\n" in tex.read_text()
+    assert md.read_text().startswith(f"*Performance, over seed 1. {note}*\n")
+    assert md.read_text().endswith("*Paired comparison: one seed.*\n")
 
 
 # --- 4. a Mean that is not the harmonic mean of the file's five accuracies --------------------

@@ -23,7 +23,8 @@ from wscat.report.cells import (METRICS, PAPER_MEAN, bold_caption, bold_leads, l
                                 tex_cell)
 from wscat.report.names import display_name, is_adversarial
 from wscat.report.table import (SPREAD, _environment, read_frame, read_runs,
-                                render_tex, seed_std, short_caption, summarise)
+                                render_tex, seed_std, short_caption, spread_caption,
+                                summarise)
 
 COLUMNS = ["table", "dataset", "model", "method", "metric", "mean", "std", "n_seeds"]
 SUP_METRICS = METRICS + ["NRF"]
@@ -105,13 +106,12 @@ def performance(params: dict[str, Any], tier: str, label: str, part: str, entry:
     frame = _with_paper_mean(frame)
     summary = summarise(frame, methods)  # PAPER_MEAN rows for the CSV; render_tex leaves them out
     names, model_names = _names(params, tier)
-    seeds = ", ".join(map(str, experiment["seeds"]))
     adversarial = {m for m in methods if is_adversarial(method_for(params, m))}
     leads, why_none = bold_leads([d for _, d in runs], methods, adversarial)
     shown_rows = [m for m in frame.attrs["metrics"] if m != PAPER_MEAN]
     what = ("Performance on" if part == "performance" else "Performance of different variants on")
     caption = (f"{what} {names[dataset]} ({model_names.get(model, model)}), mean and {SPREAD} "
-               f"over seeds {seeds}. {bold_caption(why_none, shown_rows)}"
+               f"over {spread_caption(experiment['seeds'])}. {bold_caption(why_none, shown_rows)}"
                f"{short_caption(d for _, d in runs)}")
     tex = render_tex(summary, methods=methods, display_names={m: display_name(m) for m in methods},
                      adversarial=adversarial, caption=caption, label=label,
@@ -185,12 +185,27 @@ def mode_table(params: dict[str, Any], tier: str, files: list[str]
         body.append({"cells": cells})
     tex = grid(caption="The harmonic mean accuracies of WSCAT and its variants. Each harmonic mean "
                        "is computed over the natural accuracy and the accuracies under FGSM, PGD, "
-                       f"CW and AA; mean and {SPREAD} over seeds.{short_caption(runs)}",
+                       f"CW and AA; {_mode_spread(params, entries, names)}.{short_caption(runs)}",
                label="Tab-mode",
                colspec="l|" + "|".join("c" * len(entries)),
                header=["Variants"] + [latex_escape(names[e["dataset"]]) for e in entries],
                rows=body)
     return tex, rows
+
+
+def _mode_spread(params: dict[str, Any], entries: list[dict[str, Any]],
+                 names: dict[str, str]) -> str:
+    """Tab-mode's words for its spread: over seeds; where a column has one seed, that it has no
+    spread (`spread_caption`'s words, as `wscat table` and Tables 2-4 say it)."""
+    seeds = {e["dataset"]: params["experiments"][e["ablation"]["experiment"]]["seeds"]
+             for e in entries}
+    single = [dataset for dataset, s in seeds.items() if len(s) == 1]
+    if not single:
+        return f"mean and {SPREAD} over seeds"
+    if len(single) == len(seeds) and len({tuple(s) for s in seeds.values()}) == 1:
+        return f"mean and {SPREAD} over {spread_caption(seeds[single[0]])}"
+    return (f"mean and {SPREAD} over seeds; "
+            + ", ".join(f"{names[d]} over {spread_caption(seeds[d])}" for d in single))
 
 
 def sup_table(params: dict[str, Any], tier: str, files: list[str]
