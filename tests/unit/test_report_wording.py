@@ -18,6 +18,7 @@ from tests.unit.test_paper_table_refusals import (TIER, accepted, edit, metrics,
                                                   tier_params, write)
 from wscat.metrics import ATTACKS, harmonic_mean
 from wscat.report import markdown, paired, paper
+from wscat.report.compare import join, render
 from wscat.report.paper_tables import build
 from wscat.report.table import collect
 
@@ -110,6 +111,31 @@ def test_the_proxy_tables_say_how_many_of_the_tiers_seeds_they_hold(tmp_path: Pa
     assert f"\t\\caption{{Performance, over seed 1. {note}}}\n" in tex.read_text()
     assert md.read_text().startswith(f"*Performance, over seed 1. {note}*\n")
     assert md.read_text().endswith("*Paired comparison: one seed.*\n")
+
+
+# --- 3. the companion's AA row is our standard AutoAttack ------------------------------------
+
+def _table_csv(tmp_path: Path, aa_paper: bool) -> Path:
+    path = tmp_path / "Tab-RQ1-CIFAR10.csv"
+    rows = [("AA", "50.00"), ("Mean", "55.00"), *([("AA-paper", "53.00")] if aa_paper else [])]
+    path.write_text("table,dataset,model,method,metric,mean,std,n_seeds\n" + "".join(
+        f"Tab-RQ1-CIFAR10,CIFAR10,WRN-28-10,WSCAT,{metric},{mean},1.00,3\n"
+        for metric, mean in rows))
+    return path
+
+
+@pytest.mark.parametrize("aa_paper", [True, False])
+def test_the_companion_says_its_aa_is_the_standard_one(tmp_path: Path, aa_paper: bool) -> None:
+    joined = join(_table_csv(tmp_path, aa_paper))
+    (aa,) = [row for row in joined if row["metric"] == "AA"]
+    assert "standard AA" in aa["note"] and "stronger than the paper's variant" in aa["note"]
+    assert ("AA-paper is like for like" in aa["note"]) == aa_paper
+    assert ("no AA-paper measured" in aa["note"]) == (not aa_paper)
+    caption = _caption(render(joined, "Tab-RQ1-CIFAR10")[0])
+    assert "AA: ours is the standard AutoAttack, stronger than the paper's released variant" \
+        in caption
+    assert ("AA-paper, ours in the paper's variant, stands beside the same number"
+            in caption) == aa_paper
 
 
 # --- 4. a Mean that is not the harmonic mean of the file's five accuracies --------------------

@@ -3,9 +3,9 @@
 Joins a table's long CSV (wscat.report.paper_tables) with the paper's numbers
 (wscat/report/reported.csv, a copy of the paper's tables) on table, dataset, model, method and
 metric. Only cells the paper reports appear. The paper's AA and Mean came from its own, weaker
-AutoAttack: our AA-paper stands beside its AA too, and our Mean-paper (over AA-paper) beside its
-Mean instead of our Mean (over the standard AA), which stays, marked, where no AA-paper was
-measured.
+AutoAttack: our AA (the standard AutoAttack, marked so) and our AA-paper both stand beside its
+AA, and our Mean-paper (over AA-paper) beside its Mean instead of our Mean (over the standard
+AA), which stays, marked, where no AA-paper was measured.
 """
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ KEYS = ("table", "dataset", "model", "method", "metric")
 PAPERS = {"AA-paper": "AA", PAPER_MEAN: "Mean"}
 NOTES = {PAPER_MEAN: "over AA-paper, as the paper's Mean",
          "Mean": "over the standard AA, not the paper's variant (no AA-paper measured)"}
+# Our AA row: the standard AutoAttack, beside the paper's AA from its weaker variant; the note
+# names the row that compares like for like where the table has one (AA-paper).
+AA_NOTES = {True: "the standard AA, stronger than the paper's variant; AA-paper is like for like",
+            False: "the standard AA, stronger than the paper's variant (no AA-paper measured)"}
 
 
 def _number(text: str) -> float | None:
@@ -45,6 +49,7 @@ def join(ours_csv: Path, paper_cells: tuple[str, str] | None = None) -> list[dic
         raise ValueError(f"{ours_csv}: not a wscat paper table CSV (no column {missing[0]})")
     reported = {tuple(row[k] for k in KEYS): row for row in paper.reported()}
     paper_mean = {tuple(row[k] for k in KEYS[:4]) for row in ours if row["metric"] == PAPER_MEAN}
+    aa_paper = {tuple(row[k] for k in KEYS[:4]) for row in ours if row["metric"] == "AA-paper"}
     joined = []
     for row in ours:
         if row["metric"] == "Mean" and tuple(row[k] for k in KEYS[:4]) in paper_mean:
@@ -57,10 +62,12 @@ def join(ours_csv: Path, paper_cells: tuple[str, str] | None = None) -> list[dic
         if theirs is None:
             continue
         value, reference = _number(row["mean"]), _number(theirs["mean"])
+        note = (AA_NOTES[tuple(row[k] for k in KEYS[:4]) in aa_paper] if row["metric"] == "AA"
+                else NOTES.get(row["metric"], ""))
         joined.append({**{k: row[k] for k in KEYS}, "ours": value, "ours_std": _number(row["std"]),
                        "paper": reference, "paper_std": _number(theirs["std"]),
                        "difference": None if value is None else round(value - reference, 2),
-                       "note": NOTES.get(row["metric"], "")})
+                       "note": note})
     if not joined:
         raise ValueError(f"{ours_csv}: the paper reports none of these cells (table, dataset, "
                          "model, method, metric must match wscat/report/reported.csv)")
@@ -93,7 +100,7 @@ def render(rows: list[dict[str, object]], label: str,
         previous = group
     against = (f" Paper: {paper_cells[0]}, {paper_cells[1]}." if paper_cells else "")
     tex = grid(caption=f"Ours against the paper, cell by cell, for Table {label} "
-                       f"(difference = ours - paper).{against}{_which_mean(rows)} "
+                       f"(difference = ours - paper).{against}{_which_aa(rows)}{_which_mean(rows)} "
                        + noise_note(row["ours_std"] for row in rows),
                label=f"{label}-vs-paper", colspec="llll|ccc",
                header=["Dataset", "Model", "Method", "Metric", "Ours", "Paper", r"$\Delta$"],
@@ -112,6 +119,18 @@ def noise_note(stds: Iterable[float | None]) -> str:
             "sqrt(p(1 - p)/N): at p = 50%, 0.50 points on 10,000 images (the paper's test sets), "
             "1.58 on 1,000 (the CIFAR-10 proxy's). A difference from the paper inside that noise "
             "is not a finding.")
+
+
+def _which_aa(rows: list[dict[str, object]]) -> str:
+    """The caption's words for our AA row: the standard AutoAttack, stronger than the paper's
+    variant its AA numbers came from; AA-paper, where the table has it, compares like for like."""
+    metrics = {row["metric"] for row in rows}
+    if "AA" not in metrics:
+        return ""
+    return (" AA: ours is the standard AutoAttack, stronger than the paper's released variant "
+            "that gave its AA numbers, so its difference also holds the gap between the two "
+            + ("AutoAttacks; AA-paper, ours in the paper's variant, stands beside the same "
+               "number." if "AA-paper" in metrics else "AutoAttacks (no AA-paper measured)."))
 
 
 def _which_mean(rows: list[dict[str, object]]) -> str:
