@@ -3,10 +3,11 @@
 loss = CE_ls(student(x_l), y_l) + w(t) * MSE(softmax student(x), softmax teacher(x~)) over the whole
 batch, x and x~ two augmentations; w(t) = consistency * exp(-5 (1 - t)^2), t = progress / rampup.
 The teacher is the trainer's EMA model, decay teacher_decay during the ramp-up, then
-teacher_decay_late (the notes), in eval mode on the student's running batch-norm statistics (the
-release's teacher from its second epoch on; Tarvainen & Valpola's runs in train mode), on its own
-augmentation x~ (theirs; the release's teacher sees the student's x). Unlabelled samples carry
-label -1 and never reach the CE, averaged over the labelled ones (the release's).
+teacher_decay_late (the notes), in eval mode on the student's running batch-norm statistics: a
+departure, as the release's and Tarvainen & Valpola's teachers run in train mode throughout (batch
+statistics; docs/official-code.md). It sees its own augmentation x~ (theirs; the release's teacher
+sees the student's x). Unlabelled samples carry label -1 and never reach the CE, averaged over the
+labelled ones (the release's).
 """
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""One-cycle learning rate stepped per epoch: linear warm-up, then cosine to 0 (the notes)."""
+"""One-cycle learning rate stepped per epoch: linear warm-up, then cosine to 0 (the notes).
+
+Not the release's own schedule, PyTorch's OneCycleLR with its defaults: that one starts at lr/25,
+warms up on a cosine, ends at lr/25/1e4 and cycles SGD's momentum 0.95 -> 0.85 -> 0.95, where this
+keeps the optimiser's (docs/official-code.md, "Release details wscat does not follow")."""
 from __future__ import annotations
 
 import math
