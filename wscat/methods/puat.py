@@ -37,6 +37,9 @@ betas (0, 0.99), latent_eps 0.1, UAE weight 10, RAE weight 10 * 6 = 60, gan_weig
 - one natural forward for the whole batch; consistency and RAEs on the whole batch (the code: a
   10%/90% labelled/unlabelled sub-batch); the teacher is the trainer's EMA in eval mode, on the
   same augmented view (the code: no augmentation, teacher in train mode);
+- D's step scores the un-augmented batch (x_raw, with C's eval-mode probabilities on it), while
+  C's GAN term scores the augmented batch with the same D (the code augments nothing, so there
+  the two coincide);
 - C's BatchNorm running statistics see natural images and RAEs only: UAEs (generated) and the
   PGD iterates use batch statistics with frozen running statistics (the code lets all update them);
 - A is an MLP on [z, onehot(y)] (the code: a small conv net with conditional BN); the UAE's image

@@ -21,8 +21,8 @@ attack runs as our TRADES's (eval-mode BatchNorm, start x + 0.001 N(0, I) as the
 TensorFlow graph attacks with train-mode BatchNorm that also updates the running statistics.
 
 14 forward passes a step: one clean (no grad) for the attack's target, 10 attack steps, then
-natural x, adversarial x' (for L_RLFT) and shuffled RBS(x'), each its own forward as in their code
-(a joint forward would mix their BatchNorm batch statistics).
+natural x, shuffled RBS(x') and adversarial x' (for L_RLFT), in that order, each its own forward
+as in their code (a joint forward would mix their BatchNorm batch statistics).
 """
 from __future__ import annotations
 
