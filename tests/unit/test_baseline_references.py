@@ -22,6 +22,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers.references import log_softmax, ref_ce, ref_kl
 from wscat.data.sources.base import ImageDataset
 from wscat.data.split import Split
 from wscat.data.training_data import training_data
@@ -94,35 +95,11 @@ def _ctx(ema: nn.Module | None = None, progress: float = 0.0, seed: int = 0,
 # --- the references' pieces, from the definitions ------------------------------------------------
 
 
-def _log_softmax(row: torch.Tensor) -> torch.Tensor:
-    return row - row.max() - torch.log(torch.exp(row - row.max()).sum())
-
-
-def ref_ce(logits: torch.Tensor, labels: list[int], smoothing: float = 0.0) -> torch.Tensor:
-    """Mean over the samples with a (true or pseudo) label of -(1-s) log p_y - (s/K) sum_k log p_k;
-    a label of -1 is no label."""
-    terms = []
-    for row, y in zip(logits, labels):
-        if y >= 0:
-            log_p = _log_softmax(row)
-            terms.append(-(1 - smoothing) * log_p[y] - smoothing / len(row) * log_p.sum())
-    return torch.stack(terms).sum() / len(terms)
-
-
-def ref_kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
-    """KL(p || q) = (1/B) sum_i sum_k p_ik (log p_ik - log q_ik); nothing detached."""
-    total = logits_p.new_zeros(())
-    for u, v in zip(logits_p, logits_q):
-        log_p, log_q = _log_softmax(u), _log_softmax(v)
-        total = total + (log_p.exp() * (log_p - log_q)).sum()
-    return total / len(logits_p)
-
-
 def ref_mse_softmax(logits_a: torch.Tensor, logits_b: torch.Tensor) -> torch.Tensor:
     """Mean over samples and classes of (softmax a - softmax b)^2 (Mean Teacher's consistency)."""
     total = logits_a.new_zeros(())
     for u, v in zip(logits_a, logits_b):
-        total = total + (_log_softmax(u).exp() - _log_softmax(v).exp()).pow(2).sum()
+        total = total + (log_softmax(u).exp() - log_softmax(v).exp()).pow(2).sum()
     return total / logits_a.numel()
 
 
@@ -217,17 +194,24 @@ def _trades_batch(name: str) -> Batch:
     return Batch(x_raw.flip(-1), x_raw, labels)  # x: the augmented view
 
 
+def _trades_setup(monkeypatch: pytest.MonkeyPatch, name: str
+                  ) -> tuple[Batch, torch.Tensor, nn.Module, nn.Module, list[dict]]:
+    """Case `name`'s batch, a fixed x' near it, a TinyNet and its copy for the reference, and
+    the calls of the stand-in attack that returns x'."""
+    batch = _trades_batch(name)
+    x_adv = _near(batch.x, 4)
+    model = TinyNet()
+    return batch, x_adv, model, copy.deepcopy(model), _fixed_attack(monkeypatch, trades_module,
+                                                                     x_adv)
+
+
 @pytest.mark.parametrize("name", list(TRADES_CASES))
 def test_trades_outer_loss_gradients_and_batchnorm_match_the_reference(monkeypatch, name):
     """Zhang et al. 2019, Eq. 5: CE_ls(C(x), y) + lam KL(C(x) || C(x')), train mode, the KL target
     not detached; after the step BatchNorm's running statistics are those of the two outer
     forwards (x, then x'): the attack's forwards leave them alone in either attack mode."""
     lam, smoothing, random_start, attack_bn = TRADES_CASES[name]
-    batch = _trades_batch(name)
-    x_adv = _near(batch.x, 4)
-    model = TinyNet()
-    model_ref = copy.deepcopy(model)
-    calls = _fixed_attack(monkeypatch, trades_module, x_adv)
+    batch, x_adv, model, model_ref, calls = _trades_setup(monkeypatch, name)
     method = Trades(lam, label_smoothing=smoothing, random_start=random_start,
                     attack_batchnorm=attack_bn)
     ctx = _ctx()
@@ -255,11 +239,7 @@ def test_trades_inner_objective_is_kl_from_the_fixed_clean_prediction(monkeypatc
     attack's BatchNorm mode: eval (running statistics; TRADES' and RST's code) or batch statistics
     (DMAT's code); its gradient w.r.t. x' too."""
     _, _, _, attack_bn = TRADES_CASES[name]
-    batch = _trades_batch(name)
-    x_adv = _near(batch.x, 4)
-    model = TinyNet()
-    model_ref = copy.deepcopy(model)
-    calls = _fixed_attack(monkeypatch, trades_module, x_adv)
+    batch, x_adv, model, model_ref, calls = _trades_setup(monkeypatch, name)
     Trades(6.0, attack_batchnorm=attack_bn).loss(model.train(), batch, _ctx())
 
     twin = model_ref.train(attack_bn == "batch")  # batch statistics from a copy: nothing kept
@@ -520,7 +500,7 @@ def test_puat_classifier_loss_gradients_and_batchnorm_match_the_reference(monkey
             method_ref.discriminator.eval()
             scores = method_ref.discriminator.scores(batch.x)
         uae = ref_ce(model_ref.batch_statistics(x_a), y.tolist(), 0.1)
-        probs = torch.stack([_log_softmax(row).exp() for row in logits])
+        probs = torch.stack([log_softmax(row).exp() for row in logits])
         unlabelled = [i for i, label in enumerate(labels) if label < 0]
         gan = -sum((probs[i] * scores[i]).sum() for i in unlabelled) / len(unlabelled)
         targets = [label if label >= 0 else int(logits[i].argmax()) for i, label in
@@ -535,7 +515,7 @@ def test_puat_classifier_loss_gradients_and_batchnorm_match_the_reference(monkey
         # the RAE's inner objective: sum_i CE(C(x'_i), y_hat_i), batch statistics
         point = x_rae.clone().requires_grad_(True)
         row_logits = model_ref.batch_statistics(point)
-        inner = -sum(_log_softmax(row)[t] for row, t in zip(row_logits, targets))
+        inner = -sum(log_softmax(row)[t] for row, t in zip(row_logits, targets))
         (grad,) = torch.autograd.grad(inner, point)
         assert float(calls[0]["value"]) == pytest.approx(float(inner.detach()), abs=TOL)
         assert torch.allclose(calls[0]["grad"], grad, rtol=0, atol=TOL)
@@ -569,7 +549,7 @@ def test_puat_players_losses_and_gradients_match_the_reference(monkeypatch):
     seed = 21
     coins = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        probs = torch.stack([_log_softmax(r).exp() for r in copy.deepcopy(model).eval()(
+        probs = torch.stack([log_softmax(r).exp() for r in copy.deepcopy(model).eval()(
             batch.x_raw)[1]])
     labels = batch.labels.tolist()
     y_real = [label if label >= 0 else int(probs[i].argmax()) for i, label in enumerate(labels)]

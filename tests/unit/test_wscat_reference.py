@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.helpers.references import ref_ce, ref_kl
 from wscat.methods import Batch, StepContext
 from wscat.methods import wscat as wscat_module
 from wscat.methods.wscat import Wscat
@@ -65,29 +66,6 @@ def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # --- the reference, from the equations -----------------------------------------------------------
-
-
-def _log_softmax(row: torch.Tensor) -> torch.Tensor:
-    return row - torch.log(torch.exp(row - row.max()).sum()) - row.max()
-
-
-def ref_ce(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """Mean over samples with a (true or pseudo) label of -(1-s) log p_y - (s/K) sum_k log p_k."""
-    terms = []
-    for row, y in zip(logits, labels.tolist()):
-        if y >= 0:
-            log_p = _log_softmax(row)
-            terms.append(-(1 - smoothing) * log_p[y] - smoothing / len(row) * log_p.sum())
-    return torch.stack(terms).sum() / len(terms)
-
-
-def ref_kl(logits_nat: torch.Tensor, logits_adv: torch.Tensor) -> torch.Tensor:
-    """KL(C(x) || C(x')) = (1/B) sum_i sum_k p_ik (log p_ik - log p'_ik); nothing detached."""
-    total = logits_nat.new_zeros(())
-    for u, v in zip(logits_nat, logits_adv):
-        log_p, log_q = _log_softmax(u), _log_softmax(v)
-        total = total + (log_p.exp() * (log_p - log_q)).sum()
-    return total / len(logits_nat)
 
 
 def _unit(v: torch.Tensor) -> torch.Tensor:
