@@ -333,6 +333,7 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
         figure = paired_figure(*compared, stage / f"{label}-vs-paper.csv", stage / FIGURE,
                                params["experiments"][EXPERIMENT]["methods"])
         validation_curves(params, dirs, stage / CURVES)
+        robustness_curves(params, dirs, stage / ROBUSTNESS)
         write_text(stage / "table.md", page(params, dirs, expected, stage, label, figure))
         for path in stage.iterdir():
             if path.suffix in (".md", ".csv", ".tex", ".json") and NAN.search(path.read_text()):
@@ -379,6 +380,7 @@ def mark_partial(path: Path, note: str) -> None:
 
 FIGURE = "paired-vs-wscat"  # the paired comparison's picture: .png, .pdf, .csv
 CURVES = "validation-curves"  # every run's validation accuracy per epoch: .png, .pdf, .csv
+ROBUSTNESS = "robustness-curves"  # PGD accuracy against eps and steps: .png, .pdf, .csv
 
 
 def validation_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Path) -> None:
@@ -400,6 +402,27 @@ def validation_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Pat
     selection = {m: method_for(params, m, spec["dataset"])["selection"] for m in spec["methods"]}
     figure.validation_figure(figure.rows(logs, selection, {m: display_name(m) for m in
                                                            spec["methods"]}), prefix)
+
+
+def robustness_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Path) -> None:
+    """Every model's PGD accuracy against eps and against the steps, mean over the seeds in and
+    each seed (wscat/report/robustness_figure.py), from the gradient-masking checks' numbers in
+    the seeds' extra metrics files."""
+    from wscat.report import robustness_figure as figure
+    from wscat.report.names import display_name
+
+    spec = params["experiments"][EXPERIMENT]
+    extras = {}
+    for method in spec["methods"]:
+        for seed, folder in dirs.items():
+            path = Path(paper.Run(spec["dataset"], spec["model"], method, seed).extra(str(folder)))
+            if not path.is_file():
+                raise ValueError(f"{path}: missing, so seed {seed} is not complete; unpack the "
+                                 f"run's OUT/seed{seed}.tar.gz again")
+            extras[(method, seed)] = path
+    figure.robustness_figure(figure.rows(extras, {m: display_name(m) for m in spec["methods"]}),
+                             prefix, eps=params["datasets"][spec["dataset"]]["eps"],
+                             steps=params["evaluation"]["pgd_steps"])
 
 
 def paired_figure(mean: pd.DataFrame, by_attack: pd.DataFrame | None, companion: Path,
@@ -428,6 +451,12 @@ def paired_figure(mean: pd.DataFrame, by_attack: pd.DataFrame | None, companion:
                          prefix, reference=reference,
                          paper_note="; the paper's AA is its own AutoAttack, its Mean over that")
     return True
+
+
+def _listed(values: list[float]) -> str:
+    """1, 2 and 3: the numbers of a grid in words."""
+    words = [f"{v:g}" for v in values]
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else words[0]
 
 
 def _commits_note(by_seed: dict[int, list[str]]) -> list[str]:
@@ -459,6 +488,7 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
     model = params["experiments"][EXPERIMENT]["model"]
     model = paper.tier_spec(params, TIER)["model_names"].get(model, model)
     commits = {seed: code_commits(folder) for seed, folder in dirs.items()}  # read once
+    checks, pgd_steps = params["evaluation"]["checks"], params["evaluation"]["pgd_steps"]
     companion = stage / f"{label}-vs-paper.csv"
     return "\n".join([
         f"# Table 2 on the CIFAR-10 proxy ({model}), seed{'s' if len(present) > 1 else ''} "
@@ -483,6 +513,15 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
         "split per epoch (what checkpoint selection reads; CW-20 for the adversarially trained "
         "runs, natural for the others), one line per method and seed; o marks the epoch whose "
         "weights the run reports (Mean Teacher's: the last, as the release labels with).", "",
+        "## Robust accuracy against the budget and the steps", "",
+        f"![Every model's PGD accuracy against eps and against the steps]({ROBUSTNESS}.png)", "",
+        f"`{ROBUSTNESS}.png` (and `.pdf`, `.csv`): PGD accuracy on the test images at "
+        f"{_listed(checks['eps_factors'])} times eps (PGD-{pgd_steps}, its step scaled with "
+        f"eps) and at {_listed(checks['pgd_steps'])} steps (at eps), per method the mean over the seeds (line) and each seed (dots): the numbers of the "
+        "gradient-masking checks in each run's extra metrics file. A sound evaluation falls "
+        "towards 0 as eps grows and levels off with the steps; a masked gradient keeps accuracy "
+        "up at large eps, and a curve still falling at the most steps says PGD has not "
+        "converged.", "",
         "## Beside the paper's CIFAR-10 numbers (Table 2, WRN-28-10, 100 epochs, 46,000 "
         "unlabelled images)", "", _companion_markdown(companion),
         "## The labelers' pseudo-labels: accuracy (%) on the unlabelled training images", "",

@@ -673,7 +673,8 @@ def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsy
                                      "-paired.tex")]
         + [f"Tab-RQ1-CIFAR10{end}" for end in (".tex", ".csv", "-vs-paper.tex",
                                                "-vs-paper.csv")] + ["table.md"]
-        + [f"{name}.{ext}" for name in ("paired-vs-wscat", "validation-curves")
+        + [f"{name}.{ext}" for name in ("paired-vs-wscat", "validation-curves",
+                                        "robustness-curves")
            for ext in ("png", "pdf", "csv")])
     files = sorted(seeds_dir.glob(f"seed*/metrics/{PROXY}/wrn-10-1/*/seed*.json"))
     assert len(files) == 18
@@ -749,6 +750,23 @@ def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsy
         best = max(i for i, v in enumerate(scores) if v == max(scores)) + 1
         assert marked == [len(log) if method == "MT" else best], (method, seed)
     assert "(validation-curves.png)" in page
+    # Accuracy against eps and steps: every run's gradient-masking numbers, as its extra file has.
+    with open(out / "robustness-curves.csv", newline="") as handle:
+        robustness = list(csv.DictReader(handle))
+    points = 0
+    for path in files:
+        if not path.stem.endswith("-extra"):
+            continue
+        checks = json.loads(path.read_text())["checks"]
+        method = {"trades": "TRADES", "mt": "MT", "wscat": "WSCAT"}[path.parent.name]
+        seed = path.stem.removesuffix("-extra").removeprefix("seed")
+        for check, key in (("pgd_eps_monotone", "eps"), ("pgd_steps_monotone", "steps")):
+            mine = [row for row in robustness if (row["method"], row["seed"], row["panel"])
+                    == (method, seed, key)]
+            assert [(float(r["x"]), float(r["accuracy"])) for r in mine] == list(
+                zip(checks[check][key], checks[check]["accuracy"])), (method, seed, key)
+            points += len(mine)
+    assert len(robustness) == points > 9 * 2 and "(robustness-curves.png)" in page
     # Issue 21's answer is per attack too: the paired interval on each attack alone.
     section = page[page.index("*Each attack on its own"):]
     header = next(line for line in section.splitlines() if line.startswith("| method |"))

@@ -1,0 +1,86 @@
+"""Robust accuracy against the attack's budget and its steps, every run in one picture: the
+curves Carlini et al. (2019, "On evaluating adversarial robustness", Sec. 5) ask for beside a
+table, drawn from the numbers the gradient-masking checks already measured (each run's extra
+metrics file, `checks.pgd_eps_monotone` and `checks.pgd_steps_monotone`: PGD at
+`evaluation.checks.eps_factors` x eps, and at `evaluation.checks.pgd_steps` steps). A sound
+evaluation's accuracy falls towards 0 as eps grows and levels off as the steps grow; a masked
+gradient keeps it up at large eps, and a curve still falling at the most steps says the table's
+PGD has not converged."""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+# (check, its x key, the x axis's label) per panel, in the figure's order
+PANELS = (("pgd_eps_monotone", "eps", "eps (L-inf budget)"),
+          ("pgd_steps_monotone", "steps", "PGD steps (at eps)"))
+
+
+def rows(extras: Mapping[tuple[str, int], Path], names: Mapping[str, str]) -> list[dict]:
+    """One row per (method, seed, panel, x): the PGD accuracy (%) each extra metrics file's
+    check recorded. A file without those checks, or whose grid differs from the others', is a
+    one-line ValueError naming it."""
+    out, grids = [], {}
+    for (method, seed), path in extras.items():
+        checks = json.loads(Path(path).read_text()).get("checks") or {}
+        for check, key, _ in PANELS:
+            found = checks.get(check) or {}
+            xs, accuracy = found.get(key), found.get("accuracy")
+            if not xs or not accuracy or len(xs) != len(accuracy):
+                raise ValueError(f"{path}: no {check} numbers (its gradient-masking checks); "
+                                 "pass the extra metrics file `wscat evaluate --part extra` wrote")
+            if grids.setdefault(key, (xs, path))[0] != xs:
+                raise ValueError(f"{path}: its {check} ran at {key} {xs}, "
+                                 f"{grids[key][1]}'s at {grids[key][0]}; evaluate every run "
+                                 "with the same evaluation.checks")
+            out.extend({"method": names.get(method, method), "seed": seed, "panel": key,
+                        "x": x, "accuracy": float(a)} for x, a in zip(xs, accuracy))
+    return out
+
+
+def _eps_label(value: float) -> str:
+    """A budget as k/255 where it is one (CIFAR's 8/255), else its number."""
+    k = value * 255
+    if value == 0 or abs(k - round(k)) >= 1e-3:
+        return f"{value:g}"
+    return f"{round(k)}/255"
+
+
+def robustness_figure(plotted: list[dict], prefix: Path, *, eps: float, steps: int) -> None:
+    """prefix.pdf, .png and .csv: a panel per check; per method the mean over seeds (line) and
+    each seed (dots); a dotted line at the evaluation's own eps and PGD steps."""
+    from wscat.report.figures import plt, save
+
+    frame = pd.DataFrame(plotted)
+    methods = list(dict.fromkeys(frame["method"]))
+    colours = {m: f"C{i}" for i, m in enumerate(methods)}
+    seeds = sorted(set(frame["seed"]))
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(5.2 * len(PANELS), 3.6), squeeze=False)
+    for ax, (_, key, label) in zip(axes[0], PANELS):
+        panel = frame[frame["panel"] == key]
+        for method in methods:
+            runs = panel[panel["method"] == method]
+            mean = runs.groupby("x", sort=True)["accuracy"].mean()
+            ax.plot(mean.index, mean.values, "-", color=colours[method], linewidth=1.4,
+                    label=method)
+            ax.plot(runs["x"], runs["accuracy"], ".", color=colours[method], alpha=0.5)
+        xs = sorted(set(panel["x"]))
+        if key == "steps":
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [_eps_label(x) if key == "eps" else f"{int(x)}" for x in xs])
+        ax.axvline(eps if key == "eps" else steps, color="0.6", linestyle=":", linewidth=1)
+        ax.set_xlabel(label)
+        ax.set_ylabel("PGD accuracy (%)")
+        ax.set_ylim(-2, 102)
+        ax.grid(color="0.9")
+        ax.legend(fontsize=7)
+    lines = (f"line: mean over seeds {', '.join(map(str, seeds))}, dots: each seed"
+             if len(seeds) > 1 else f"seed {seeds[0]}")
+    fig.suptitle(f"Robust accuracy against the budget (PGD-{steps}) and the steps "
+                 f"(at eps {_eps_label(eps)}); {lines}; dotted: the table's eps and steps",
+                 fontsize=9)
+    fig.tight_layout()
+    save(fig, prefix, plotted)
