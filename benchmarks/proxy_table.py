@@ -420,9 +420,10 @@ def robustness_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Pat
                 raise ValueError(f"{path}: missing, so seed {seed} is not complete; unpack the "
                                  f"run's OUT/seed{seed}.tar.gz again")
             extras[(method, seed)] = path
-    figure.robustness_figure(figure.rows(extras, {m: display_name(m) for m in spec["methods"]}),
-                             prefix, eps=params["datasets"][spec["dataset"]]["eps"],
-                             steps=params["evaluation"]["pgd_steps"])
+    name = paper.tier_spec(params, TIER)["datasets"][0]["name"]
+    figure.robustness_figure(
+        figure.rows(extras, {m: display_name(m) for m in spec["methods"]}, name), prefix,
+        {name: (params["datasets"][spec["dataset"]]["eps"], params["evaluation"]["pgd_steps"])})
 
 
 def paired_figure(mean: pd.DataFrame, by_attack: pd.DataFrame | None, companion: Path,

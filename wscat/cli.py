@@ -101,7 +101,7 @@ NAME_HELP = {
     "labeler": "the method whose checkpoint labels the unlabelled images (mt, standard, ...)",
     "experiment": "an experiment of the params file's `experiments:` (digits, ...)",
     "tier": "a tier of the params file's `paper:` section (digits, ...)",
-    "figure": "one of the paper's figures, as named in `paper:` (Fig-similarity, ...)",
+    "figure": "one of the paper's figures (Fig-similarity, ...) or robustness-curves",
     "label": "one of the paper's tables, as named in `paper:` (Tab-RQ1-digits, ...)",
 }
 

@@ -32,20 +32,20 @@ def test_rows_are_each_files_numbers_and_the_figure_writes_them(tmp_path: Path) 
                                    [41.0, 34.0, 31.0, 31.0]),
               ("standard", 1): _extra(tmp_path / "s1.json", [80.0, 0.5, 0.0, 0.0],
                                       [1.0, 0.0, 0.0, 0.0])}
-    plotted = figure.rows(extras, {"wscat": "WSCAT", "standard": "Standard"})
-    assert len(plotted) == 3 * 8
+    plotted = figure.rows(extras, {"wscat": "WSCAT", "standard": "Standard"}, "CIFAR10")
+    assert len(plotted) == 3 * 8 and {r["dataset"] for r in plotted} == {"CIFAR10"}
     seed2 = [(r["panel"], r["x"], r["accuracy"]) for r in plotted
              if (r["method"], r["seed"]) == ("WSCAT", 2)]
     assert seed2 == ([("eps", x, a) for x, a in zip(EPS, [58.0, 44.0, 31.0, 12.0])]
                      + [("steps", x, a) for x, a in zip(STEPS, [41.0, 34.0, 31.0, 31.0])])
-    figure.robustness_figure(plotted, tmp_path / "curves", eps=8 / 255, steps=20)
+    figure.robustness_figure(plotted, tmp_path / "curves", {"CIFAR10": (8 / 255, 20)})
     assert (tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "curves.pdf").read_bytes().startswith(b"%PDF")
     with open(tmp_path / "curves.csv", newline="") as handle:
         written = list(csv.DictReader(handle))
-    assert [(r["method"], int(r["seed"]), r["panel"], float(r["x"]), float(r["accuracy"]))
-            for r in written] == [(r["method"], r["seed"], r["panel"], r["x"], r["accuracy"])
-                                  for r in plotted]
+    assert [(r["dataset"], r["method"], int(r["seed"]), r["panel"], float(r["x"]),
+             float(r["accuracy"])) for r in written] == [
+        (r["dataset"], r["method"], r["seed"], r["panel"], r["x"], r["accuracy"]) for r in plotted]
 
 
 def test_a_file_without_the_checks_or_on_another_grid_is_one_line(tmp_path: Path) -> None:
@@ -69,3 +69,21 @@ def test_a_file_without_the_checks_or_on_another_grid_is_one_line(tmp_path: Path
                                           (0.15, "0.15"), (0.075, "0.075")])
 def test_a_budget_reads_as_k_over_255_where_it_is_one(value: float, label: str) -> None:
     assert figure._eps_label(value) == label
+
+
+def test_every_tier_has_the_figure_from_its_performance_tables_extra_files() -> None:
+    from tests.workflow.test_workflow import real_params
+    from wscat.config import validate_params
+    from wscat.report import paper
+
+    params = validate_params(real_params())
+    for tier in params["paper"]:
+        assert paper.tier_figures(params, tier)[-1] == figure.NAME
+        runs = [run for entry in params["paper"][tier]["datasets"]
+                for run in paper.experiment_runs(params, entry["performance"]["experiment"])]
+        # the extras it draws, and their core files (checked together, as Table 2 reads them)
+        assert paper.figure_inputs(params, tier, figure.NAME) == [
+            path for run in runs for path in (run.metrics(), run.extra())]
+        assert paper.figure_inputs(params, tier, figure.NAME) == [
+            path for entry in params["paper"][tier]["datasets"]
+            for path in paper.table_inputs(params, tier, entry["performance"]["label"])]

@@ -20,6 +20,7 @@ from wscat.config import method_for, validate_params
 from wscat.data.split import make_split
 from wscat.metrics import harmonic_mean
 from wscat.report import paper
+from wscat.report.names import display_name
 from wscat.sweeps import expand_paper, generated
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -295,7 +296,23 @@ def test_every_table_and_figure_renders_on_the_embedded_default(tmp_path: Path, 
     with open(out / "Fig-unlabel.csv", newline="") as handle:
         unlabel = list(csv.DictReader(handle))
     assert int(unlabel[0]["unlabelled"]) == round(0.3 * 1338) and int(unlabel[1]["unlabelled"]) == 1338
+    # Ours: every Table 2 run's PGD accuracy against eps and steps, as its extra file has it.
+    with open(out / "robustness-curves.csv", newline="") as handle:
+        robustness = list(csv.DictReader(handle))
+    spec = expanded["experiments"]["digits-table2"]
+    assert {(row["method"], row["seed"]) for row in robustness} == {
+        (display_name(m), str(s)) for m in spec["methods"] for s in spec["seeds"]}
+    for method in spec["methods"]:
+        for seed in spec["seeds"]:
+            checks = json.loads((workdir / paper.Run("digits", spec["model"], method, seed)
+                                 .extra()).read_text())["checks"]
+            mine = [(row["panel"], float(row["x"]), float(row["accuracy"])) for row in robustness
+                    if (row["method"], row["seed"]) == (display_name(method), str(seed))]
+            assert mine == [(key, x, a) for check, key in (("pgd_eps_monotone", "eps"),
+                                                           ("pgd_steps_monotone", "steps"))
+                            for x, a in zip(checks[check][key], checks[check]["accuracy"])]
     index = (out / "index.md").read_text()
+    assert "robustness-curves.png" in index
     assert "Tab-RQ1-digits.tex" in index and "Fig-feature.png" in index and "curves/" in index
     assert (workdir / "results/curves/digits/cnn/wscat/seed1.png").stat().st_size > 1000
     if engine() is None:

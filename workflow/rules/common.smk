@@ -26,7 +26,7 @@ wildcard_constraints:
     seed=r"\d+",
     tier=r"[a-z][a-z0-9_-]*",
     label=r"(Tab|tab)-[A-Za-z0-9-]+(?<!-vs-paper)",
-    figure=r"Fig-[a-z]+",
+    figure=r"Fig-[a-z]+|robustness-curves",
 
 
 def stop(message):

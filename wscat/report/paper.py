@@ -19,9 +19,11 @@ from wscat.paths import Run  # one trained run's files; report code names it pap
 from wscat.sweeps import beta_method, full_dataset, unlabelled_dataset
 
 REPORTED = Path(__file__).with_name("reported.csv")  # the paper's tables, one row per cell
-FIGURES = ("Fig-similarity", "Fig-beta", "Fig-unlabel", "Fig-feature")
-# The tier section each figure needs; a tier without the section (the CIFAR-10 proxy) has no
-# such figure.
+# The paper's four, then ours: every run's PGD accuracy against eps and steps
+# (wscat/report/robustness_figure.py, from the extra files its Table 2 reads).
+FIGURES = ("Fig-similarity", "Fig-beta", "Fig-unlabel", "Fig-feature", "robustness-curves")
+# The tier section each of the paper's figures needs; a tier without the section (the CIFAR-10
+# proxy) has no such figure. Every tier has the robustness curves.
 FIGURE_SECTIONS = {"Fig-similarity": "similarity", "Fig-beta": "beta",
                    "Fig-unlabel": "unlabelled", "Fig-feature": "feature"}
 ANALYSED = ("Fig-similarity", "Fig-feature")  # read results/analysis/ (`wscat analyse`)
@@ -46,7 +48,8 @@ def parts(entry: dict[str, Any]) -> list[str]:
 def tier_figures(params: dict[str, Any], tier: str) -> list[str]:
     """The figures a tier configures, in the paper's order."""
     spec = tier_spec(params, tier)
-    return [figure for figure in FIGURES if FIGURE_SECTIONS[figure] in spec]
+    return [figure for figure in FIGURES
+            if figure not in FIGURE_SECTIONS or FIGURE_SECTIONS[figure] in spec]
 
 
 def experiment(params: dict[str, Any], name: str, dataset: str | None = None) -> dict[str, Any]:
@@ -168,7 +171,10 @@ def figure_inputs(params: dict[str, Any], tier: str, figure: str, root: str = "r
                           f"{figure}; its figures: {', '.join(tier_figures(params, tier)) or 'none'}")
     files: list[str] = []
     for entry in spec["datasets"]:
-        if figure in ANALYSED:
+        if figure == "robustness-curves":  # the extras it draws, checked beside their core files
+            files += [p for run in experiment_runs(params, entry["performance"]["experiment"])
+                      for p in run.evaluated(root)]
+        elif figure in ANALYSED:
             files.append(analysis_file(tier, figure, entry["dataset"], root))
         elif figure == "Fig-beta":
             files += [p for run in beta_runs(params, tier, entry)

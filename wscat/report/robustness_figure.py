@@ -5,21 +5,25 @@ metrics file, `checks.pgd_eps_monotone` and `checks.pgd_steps_monotone`: PGD at
 `evaluation.checks.eps_factors` x eps, and at `evaluation.checks.pgd_steps` steps). A sound
 evaluation's accuracy falls towards 0 as eps grows and levels off as the steps grow; a masked
 gradient keeps it up at large eps, and a curve still falling at the most steps says the table's
-PGD has not converged."""
+PGD has not converged. Not one of the paper's figures: every paper tier has it, from the runs of
+its Table 2 (`results/paper/{tier}/robustness-curves.*`)."""
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+NAME = "robustness-curves"
 # (check, its x key, the x axis's label) per panel, in the figure's order
 PANELS = (("pgd_eps_monotone", "eps", "eps (L-inf budget)"),
           ("pgd_steps_monotone", "steps", "PGD steps (at eps)"))
 
 
-def rows(extras: Mapping[tuple[str, int], Path], names: Mapping[str, str]) -> list[dict]:
+def rows(extras: Mapping[tuple[str, int], Path], names: Mapping[str, str],
+         dataset: str = "") -> list[dict]:
     """One row per (method, seed, panel, x): the PGD accuracy (%) each extra metrics file's
     check recorded. A file without those checks, or whose grid differs from the others', is a
     one-line ValueError naming it."""
@@ -36,8 +40,9 @@ def rows(extras: Mapping[tuple[str, int], Path], names: Mapping[str, str]) -> li
                 raise ValueError(f"{path}: its {check} ran at {key} {xs}, "
                                  f"{grids[key][1]}'s at {grids[key][0]}; evaluate every run "
                                  "with the same evaluation.checks")
-            out.extend({"method": names.get(method, method), "seed": seed, "panel": key,
-                        "x": x, "accuracy": float(a)} for x, a in zip(xs, accuracy))
+            out.extend({"dataset": dataset, "method": names.get(method, method), "seed": seed,
+                        "panel": key, "x": x, "accuracy": float(a)}
+                       for x, a in zip(xs, accuracy))
     return out
 
 
@@ -49,38 +54,61 @@ def _eps_label(value: float) -> str:
     return f"{round(k)}/255"
 
 
-def robustness_figure(plotted: list[dict], prefix: Path, *, eps: float, steps: int) -> None:
-    """prefix.pdf, .png and .csv: a panel per check; per method the mean over seeds (line) and
-    each seed (dots); a dotted line at the evaluation's own eps and PGD steps."""
+def robustness_figure(plotted: list[dict], prefix: Path,
+                      budgets: Mapping[str, tuple[float, int]]) -> None:
+    """prefix.pdf, .png and .csv: a row of two panels per dataset of `budgets` (dataset -> the
+    table's eps and PGD steps, drawn dotted); per method the mean over seeds (line) and each
+    seed (dots)."""
     from wscat.report.figures import plt, save
 
     frame = pd.DataFrame(plotted)
     methods = list(dict.fromkeys(frame["method"]))
     colours = {m: f"C{i}" for i, m in enumerate(methods)}
     seeds = sorted(set(frame["seed"]))
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(5.2 * len(PANELS), 3.6), squeeze=False)
-    for ax, (_, key, label) in zip(axes[0], PANELS):
-        panel = frame[frame["panel"] == key]
-        for method in methods:
-            runs = panel[panel["method"] == method]
-            mean = runs.groupby("x", sort=True)["accuracy"].mean()
-            ax.plot(mean.index, mean.values, "-", color=colours[method], linewidth=1.4,
-                    label=method)
-            ax.plot(runs["x"], runs["accuracy"], ".", color=colours[method], alpha=0.5)
-        xs = sorted(set(panel["x"]))
-        if key == "steps":
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(xs, [_eps_label(x) if key == "eps" else f"{int(x)}" for x in xs])
-        ax.axvline(eps if key == "eps" else steps, color="0.6", linestyle=":", linewidth=1)
-        ax.set_xlabel(label)
-        ax.set_ylabel("PGD accuracy (%)")
-        ax.set_ylim(-2, 102)
-        ax.grid(color="0.9")
-        ax.legend(fontsize=7)
+    fig, axes = plt.subplots(len(budgets), len(PANELS), figsize=(5.2 * len(PANELS),
+                                                                  3.6 * len(budgets)),
+                             squeeze=False)
+    for row, (dataset, (eps, steps)) in zip(axes, budgets.items()):
+        for ax, (_, key, label) in zip(row, PANELS):
+            panel = frame[(frame["dataset"] == dataset) & (frame["panel"] == key)]
+            for method in dict.fromkeys(panel["method"]):
+                runs = panel[panel["method"] == method]
+                mean = runs.groupby("x", sort=True)["accuracy"].mean()
+                ax.plot(mean.index, mean.values, "-", color=colours[method], linewidth=1.4,
+                        label=method)
+                ax.plot(runs["x"], runs["accuracy"], ".", color=colours[method], alpha=0.5)
+            xs = sorted(set(panel["x"]))
+            if key == "steps":
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(xs, [_eps_label(x) if key == "eps" else f"{int(x)}" for x in xs])
+            ax.axvline(eps if key == "eps" else steps, color="0.6", linestyle=":", linewidth=1)
+            ax.set_xlabel(label)
+            ax.set_ylabel("PGD accuracy (%)")
+            ax.set_ylim(-2, 102)
+            ax.set_title(f"{dataset}: PGD-{steps}" if key == "eps" else
+                         f"{dataset}: at eps {_eps_label(eps)}", fontsize=9)
+            ax.grid(color="0.9")
+            ax.legend(fontsize=7)
     lines = (f"line: mean over seeds {', '.join(map(str, seeds))}, dots: each seed"
              if len(seeds) > 1 else f"seed {seeds[0]}")
-    fig.suptitle(f"Robust accuracy against the budget (PGD-{steps}) and the steps "
-                 f"(at eps {_eps_label(eps)}); {lines}; dotted: the table's eps and steps",
-                 fontsize=9)
+    fig.suptitle(f"Robust accuracy against the budget and the steps; {lines}; dotted: the "
+                 "table's eps and steps", fontsize=9)
     fig.tight_layout()
     save(fig, prefix, plotted)
+
+
+def tier_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> None:
+    """The figure of a paper tier: a row per dataset, from the extra metrics files of every run
+    of its performance table (Table 2 or 3 or 4), which that table reads too."""
+    from wscat.report import paper
+    from wscat.report.names import display_name
+
+    plotted, budgets = [], {}
+    for entry in paper.tier_spec(params, tier)["datasets"]:
+        runs = paper.experiment_runs(params, entry["performance"]["experiment"])
+        extras = {(run.method, run.seed): Path(run.extra(root)) for run in runs}
+        plotted += rows(extras, {run.method: display_name(run.method) for run in runs},
+                        entry["name"])
+        budgets[entry["name"]] = (params["datasets"][entry["dataset"]]["eps"],
+                                  params["evaluation"]["pgd_steps"])
+    robustness_figure(plotted, prefix, budgets)

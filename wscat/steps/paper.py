@@ -181,7 +181,7 @@ def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, 
                ) -> None:
     """One of the paper's figures (.pdf, .png, .csv), from results files only (Fig-similarity
     and Fig-feature read what `wscat analyse` computed)."""
-    from wscat.report import figures
+    from wscat.report import figures, robustness_figure
 
     paper.tier_spec(params, tier)
     if figure not in paper.FIGURES:
@@ -196,6 +196,8 @@ def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, 
         figures.unlabel_figure(params, tier, results, out)
     elif figure == "Fig-similarity":
         figures.similarity_figure(params, tier, results, out)
+    elif figure == robustness_figure.NAME:
+        robustness_figure.tier_figure(params, tier, results, out)
     else:
         figures.feature_figure(params, tier, results, out)
 
