@@ -518,11 +518,11 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
         f"![Every model's PGD accuracy against eps and against the steps]({ROBUSTNESS}.png)", "",
         f"`{ROBUSTNESS}.png` (and `.pdf`, `.csv`): PGD accuracy on the test images at "
         f"{_listed(checks['eps_factors'])} times eps (PGD-{pgd_steps}, its step scaled with "
-        f"eps) and at {_listed(checks['pgd_steps'])} steps (at eps), per method the mean over the seeds (line) and each seed (dots): the numbers of the "
-        "gradient-masking checks in each run's extra metrics file. A sound evaluation falls "
-        "towards 0 as eps grows and levels off with the steps; a masked gradient keeps accuracy "
-        "up at large eps, and a curve still falling at the most steps says PGD has not "
-        "converged.", "",
+        f"eps) and at {_listed(checks['pgd_steps'])} steps (at eps), per method the mean over "
+        "the seeds (line) and each seed (dots): the numbers of the gradient-masking checks in "
+        "each run's extra metrics file. A sound evaluation falls towards 0 as eps grows and "
+        "levels off with the steps; a masked gradient keeps accuracy up at large eps, and a "
+        "curve still falling at the most steps says PGD has not converged.", "",
         "## Beside the paper's CIFAR-10 numbers (Table 2, WRN-28-10, 100 epochs, 46,000 "
         "unlabelled images)", "", _companion_markdown(companion),
         "## The labelers' pseudo-labels: accuracy (%) on the unlabelled training images", "",
