@@ -50,7 +50,8 @@ def tex_cell(mean: float, std: float | None, bold: bool = False) -> str:
 
 
 def row_name(metric: str, metrics: Sequence[str]) -> str:
-    """A row's name: 'AA (standard)' and 'AA (paper's variant)' once both AutoAttacks are shown."""
+    """A row's name: 'AA (standard)' and 'AA (paper's variant)' once the table shows more than
+    the six core rows (an extra: AA-paper or NRF), so that its AA row says which one it is."""
     return ROW_NAMES.get(metric, metric) if len(metrics) > 6 else metric
 
 
