@@ -191,3 +191,21 @@ def test_the_paired_refusal_says_what_differs() -> None:
     data["manifest"]["n_examples"] = 40  # the flags of AutoAttack's 20 of 40 images
     with pytest.raises(paired.NotTheTablesMean, match="20 of the 40 images evaluated"):
         paired.correctness([data])
+
+
+def test_the_paired_caption_says_its_delta_is_of_unrounded_numbers() -> None:
+    """Means of 62.996 (TRADES) and 73.964 (WSCAT) print as 63.00 and 73.96, 10.96 apart; their
+    Δ, -10.968, prints as -10.97. Both outputs' captions say why the two can differ."""
+    from tests.unit.test_report_mutations import _row as paired_row
+
+    delta = 62.996 - 73.964
+    assert round(62.996, 2) - round(73.964, 2) == pytest.approx(-10.96)
+    frame = paired._frame([paired_row(delta_mean=delta, ci_low=-20.0, ci_high=-1.0)],
+                          paired.COLUMNS)
+    md = markdown.paired_markdown(frame, NAMES)
+    assert "| TRADES | -10.97 | [-20.00, -1.00] | lower than WSCAT |" in md
+    said = ("Δ comes from the unrounded accuracies, so it can differ by 0.01 from the difference "
+            "of two rounded means.")
+    assert said in md
+    tex = markdown.paired_tex(frame, NAMES, label="tab:paired")
+    assert said.replace("Δ", r"$\Delta$") in tex and "Δ" not in tex  # pdflatex has no Δ

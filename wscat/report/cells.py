@@ -26,8 +26,10 @@ ROW_NAMES = {"AA": "AA (standard)", "AA-paper": "AA (paper's variant)"}
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                    "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                    "^": r"\textasciicircum{}",
-                   # pdflatex's text fonts have no ×, ε; its OT1 encoding prints < and > as ¡, ¿
-                   "×": r"$\times$", "ε": r"$\varepsilon$", "<": r"$<$", ">": r"$>$"}
+                   # pdflatex's text fonts have no ×, ε, Δ; its OT1 encoding prints < and > as
+                   # ¡, ¿
+                   "×": r"$\times$", "ε": r"$\varepsilon$", "Δ": r"$\Delta$", "<": r"$<$",
+                   ">": r"$>$"}
 
 
 def latex_escape(text: str) -> str:
