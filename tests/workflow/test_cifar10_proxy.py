@@ -134,7 +134,7 @@ def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> No
     assert result.returncode == 0, result.stderr[-3000:]
     assert job_counts(result.stdout) == {"split": 3, "train": 18, "pseudo_label": 6,
                                          "evaluate": 18, "evaluate_extra": 18, "table": 1,
-                                         "paper_table": 2,
+                                         "paper_table": 2, "paper_figure": 1,  # robustness
                                          "paper_compare": 1, "curves": 18, "paper_index": 1}
     assert "--paper-cells CIFAR10 WRN-28-10" in result.stdout
     assert "--model wrn-16-4" in result.stdout
