@@ -23,6 +23,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -383,6 +384,23 @@ CURVES = "validation-curves"  # every run's validation accuracy per epoch: .png,
 ROBUSTNESS = "robustness-curves"  # PGD accuracy against eps and steps: .png, .pdf, .csv
 
 
+def _run_files(params: dict[str, Any], dirs: dict[int, Path],
+               which: Callable[[paper.Run, str], str]) -> dict[tuple[str, int], Path]:
+    """(method, seed) -> one file of each run of the seeds in (`which`: a paper.Run path, e.g.
+    Run.train_log), or a one-line error for a missing one: that seed is not complete."""
+    spec = params["experiments"][EXPERIMENT]
+    files = {}
+    for method in spec["methods"]:
+        for seed, folder in dirs.items():
+            path = Path(which(paper.Run(spec["dataset"], spec["model"], method, seed),
+                              str(folder)))
+            if not path.is_file():
+                raise ValueError(f"{path}: missing, so seed {seed} is not complete; unpack the "
+                                 f"run's OUT/seed{seed}.tar.gz again")
+            files[(method, seed)] = path
+    return files
+
+
 def validation_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Path) -> None:
     """Every run's validation accuracy per epoch, over the seeds in, each run's checkpoint
     epoch marked (wscat/report/validation_figure.py), from the seeds' train_log.csv files."""
@@ -390,15 +408,7 @@ def validation_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Pat
     from wscat.report.names import display_name
 
     spec = params["experiments"][EXPERIMENT]
-    logs = {}
-    for method in spec["methods"]:
-        for seed, folder in dirs.items():
-            path = Path(paper.Run(spec["dataset"], spec["model"], method, seed)
-                        .train_log(str(folder)))
-            if not path.is_file():
-                raise ValueError(f"{path}: missing, so seed {seed} is not complete; unpack the "
-                                 f"run's OUT/seed{seed}.tar.gz again")
-            logs[(method, seed)] = path
+    logs = _run_files(params, dirs, paper.Run.train_log)
     selection = {m: method_for(params, m, spec["dataset"])["selection"] for m in spec["methods"]}
     figure.validation_figure(figure.rows(logs, selection, {m: display_name(m) for m in
                                                            spec["methods"]}), prefix)
@@ -412,14 +422,7 @@ def robustness_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Pat
     from wscat.report.names import display_name
 
     spec = params["experiments"][EXPERIMENT]
-    extras = {}
-    for method in spec["methods"]:
-        for seed, folder in dirs.items():
-            path = Path(paper.Run(spec["dataset"], spec["model"], method, seed).extra(str(folder)))
-            if not path.is_file():
-                raise ValueError(f"{path}: missing, so seed {seed} is not complete; unpack the "
-                                 f"run's OUT/seed{seed}.tar.gz again")
-            extras[(method, seed)] = path
+    extras = _run_files(params, dirs, paper.Run.extra)
     name = paper.tier_spec(params, TIER)["datasets"][0]["name"]
     figure.robustness_figure(
         figure.rows(extras, {m: display_name(m) for m in spec["methods"]}, name), prefix,
