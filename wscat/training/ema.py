@@ -25,7 +25,9 @@ def update_ema(ema: nn.Module, model: nn.Module, decay: float, *,
     # One fused launch per group on a GPU instead of one per tensor (WRN-28-10 has ~100 tensors).
     torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1.0 - decay)
     if not average_buffers:
-        torch._foreach_copy_(list(ema.buffers()), list(model.buffers()))
+        buffers = list(ema.buffers())
+        if buffers:  # the foreach ops refuse empty lists (a module without buffers)
+            torch._foreach_copy_(buffers, list(model.buffers()))
         return
     pairs = list(zip(ema.buffers(), model.buffers()))
     statistics = [(e, m) for e, m in pairs if e.is_floating_point()]
