@@ -3,6 +3,7 @@ what it resamples, the Markdown twin of a table, and the README paste."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -286,6 +287,30 @@ def test_the_markdown_twin_matches_the_csv(tmp_path: Path):
     assert "**" in next(l for l in section.splitlines() if l.startswith("| TRADES |"))
     assert "sample standard deviation (ddof=1)" in md and "2 degrees of freedom" in md
     assert "nan" not in out["-p.csv"].read_text().lower()
+
+
+def test_a_method_outside_the_comparison_needs_no_per_image_flags(tmp_path: Path):
+    """Standard is tabulated, never compared: its file without per-image flags leaves the paired
+    comparison as it is with them (it stopped the whole table once)."""
+    runs = _runs({"standard": -0.4, "trades": -0.2, "wscat": 0.0})
+    written = {}
+    for name in ("with", "without"):
+        if name == "without":
+            for run in runs:
+                if run["method"] == "standard":
+                    del run["per_image"]
+        folder = tmp_path / name
+        folder.mkdir()
+        out = {k: folder / f"t{k}" for k in (".tex", ".csv", ".json", ".md", "-p.csv")}
+        write_table(experiment="digits", dataset="digits", model="cnn",
+                    metrics_files=_write(folder, runs), methods=["standard", "trades", "wscat"],
+                    display_names=NAMES, adversarial={"trades", "wscat"}, tex_path=out[".tex"],
+                    csv_path=out[".csv"], summary_path=out[".json"], md_path=out[".md"],
+                    paired_csv_path=out["-p.csv"])
+        written[name] = {k: p.read_text() for k, p in out.items()}
+    assert written["without"] == written["with"]
+    (row,) = list(csv.DictReader(io.StringIO(written["without"]["-p.csv"])))
+    assert row["method"] == "TRADES" and row["ci_low"] != ""
 
 
 def test_one_seed_writes_no_interval_and_no_nan(tmp_path: Path):
