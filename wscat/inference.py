@@ -18,9 +18,9 @@ from wscat.models import build_model
 
 def load_model(checkpoint: Path, device: torch.device, *, model: str | None = None,
                spec: dict[str, Any] | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """The EMA model of a checkpoint, in eval mode, and the checkpoint's metadata. With `model`
-    and `spec` (its params.yaml entry), a checkpoint of another model is refused, and so is one of
-    an unfinished training (`wscat.checkpoint.check_finished`)."""
+    """The EMA model of a checkpoint, in eval mode, and the checkpoint's metadata. A checkpoint
+    of an unfinished training is refused (`wscat.checkpoint.check_finished`); with `model` and
+    `spec` (its params.yaml entry), so is one of another model."""
     check_finished(checkpoint)
     state = load_checkpoint(checkpoint, map_location=device)
     meta = state["meta"]
@@ -112,8 +112,13 @@ def outputs_of(checkpoint: str | Path, images: str) -> Iterator[None]:
 def predict(model: torch.nn.Module, images: torch.Tensor, device: torch.device | None = None
             ) -> torch.Tensor:
     """argmax labels of an eval-mode model on un-augmented images, in batches of 512, on
-    `device` (default: the model's). Logits that hold NaN or inf are refused
-    (NonFiniteOutputs): argmax would make class 0 of them."""
+    `device` (default: the model's). A model in train mode is refused (ValueError): its
+    BatchNorm would use each batch's statistics and overwrite its running ones. Logits that hold
+    NaN or inf are refused (NonFiniteOutputs): argmax would make class 0 of them."""
+    if any(m.training for m in model.modules()):
+        raise ValueError("the model is in train mode: its batch norm would predict from each "
+                         "batch's statistics and change its own; call model.eval() first "
+                         "(api.load_model returns it in eval mode)")
     if device is None:
         device = next(model.parameters()).device
     labels, bad = [], torch.zeros((), dtype=torch.long, device=device)

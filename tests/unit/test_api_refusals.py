@@ -278,6 +278,18 @@ def test_predict_refuses_what_is_not_a_model(model_and_images, made):
     refused(lambda: api.predict(str(made["checkpoint"]), images), "torch nn.Module")
 
 
+def test_predict_refuses_a_model_in_train_mode_and_leaves_it_as_it_was(model_and_images, made):
+    """Train mode would predict from batch statistics and overwrite the running ones."""
+    net, _ = api.load_model(made["checkpoint"])
+    _, images = model_and_images
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    expected = api.predict(net, images)
+    net.train()
+    refused(lambda: api.predict(net, images), "train mode", "model.eval()")
+    assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())
+    assert torch.equal(api.predict(net.eval(), images), expected)
+
+
 # --- 6: an exported entry that is not there -------------------------------------------------------
 
 def test_a_missing_exported_entry_or_its_state_dict_is_one_line(made, tmp_path):
