@@ -237,7 +237,7 @@ def test_the_pseudo_label_step_labels_each_unlabelled_image_in_order(tmp_path, m
     monkeypatch.setattr(pseudo_step, "check_input_kind", lambda *a, **k: None)
     monkeypatch.setattr(pseudo_step, "check_run", lambda *a, **k: None)
     monkeypatch.setattr(pseudo_step, "load_model",
-                        lambda *a, **k: (_Oracle(source.num_classes), {"epoch": 1}))
+                        lambda *a, **k: (_Oracle(source.num_classes).eval(), {"epoch": 1}))
     report = pseudo_step.run(params, dataset="digits", seed=1, split_path=tmp_path / "split.npz",
                              checkpoint=checkpoint, out=tmp_path / "p.npz",
                              metrics=tmp_path / "p.json", labeler="standard",
