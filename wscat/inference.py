@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from wscat.attacks.mode import require_eval
 from wscat.checkpoint import (CheckpointError, check_finished, check_model, load_checkpoint,
                               load_weights, model_spec)
 from wscat.data import to_unit
@@ -115,8 +116,8 @@ def predict(model: torch.nn.Module, images: torch.Tensor, device: torch.device |
     `device` (default: the model's). A model in train mode is refused (ValueError): its
     BatchNorm would use each batch's statistics and overwrite its running ones. Logits that hold
     NaN or inf are refused (NonFiniteOutputs): argmax would make class 0 of them."""
-    if any(m.training for m in model.modules()):
-        raise ValueError("the model is in train mode: its batch norm would predict from each "
+    require_eval(model, error=ValueError,
+                 message="the model is in train mode: its batch norm would predict from each "
                          "batch's statistics and change its own; call model.eval() first "
                          "(api.load_model returns it in eval mode)")
     if device is None:

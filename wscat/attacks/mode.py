@@ -7,10 +7,13 @@ from contextlib import contextmanager
 from torch import nn
 
 
-def require_eval(model: nn.Module) -> None:
-    """Refuse a model with any module in train mode (BatchNorm would use batch statistics)."""
+def require_eval(model: nn.Module, *, error: type[Exception] = RuntimeError,
+                 message: str = "attacks must run with the model in eval mode; call model.eval() "
+                                "first") -> None:
+    """Refuse (`error`, `message`) a model with any module in train mode (BatchNorm would use
+    batch statistics)."""
     if any(m.training for m in model.modules()):
-        raise RuntimeError("attacks must run with the model in eval mode; call model.eval() first")
+        raise error(message)
 
 
 @contextmanager

@@ -25,8 +25,8 @@ PANELS = (("pgd_eps_monotone", "eps", "eps (L-inf budget)"),
 def rows(extras: Mapping[tuple[str, int], Path], names: Mapping[str, str],
          dataset: str = "") -> list[dict]:
     """One row per (method, seed, panel, x), under `dataset`: the PGD accuracy (%) each extra
-    metrics file's check recorded. A file without those checks, or whose grid differs from the others', is a
-    one-line ValueError naming it."""
+    metrics file's check recorded. A file without those checks, or whose grid differs from the
+    others', is a one-line ValueError naming it."""
     out, grids = [], {}
     for (method, seed), path in extras.items():
         checks = json.loads(Path(path).read_text()).get("checks") or {}

@@ -375,7 +375,8 @@ def _paired_comparison(runs: list[tuple[Path, dict]], methods: Sequence[str],
                        ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """The paired interval of every other AT method against `reference` in Mean (empty without
     it), and on each attack alone (None where the Mean's has no per-image flags to resample).
-    Only the compared runs' flags are read: a method outside the comparison (Standard) needs none."""
+    Only the compared runs' flags are read: a method outside the comparison (Standard) needs
+    none."""
     from wscat.report import paired
 
     others = [m for m in methods if m in adversarial and m != reference]
