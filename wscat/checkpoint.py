@@ -14,6 +14,7 @@ import torch
 from wscat.errors import first_line
 from wscat.file_kinds import described, file_kind
 from wscat.io import atomic_path, disk_full
+from wscat.paths import RESUME_DIR, unfinished  # noqa: F401 (torch-free, for the report)
 
 FORMAT = "wscat-checkpoint-v1"
 CHECKPOINT_HINT = "results/models/DATASET/MODEL/METHOD/seedN/best.pt"
@@ -93,14 +94,6 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                               "predicts nothing meaningful: retrain it (with a lower learning "
                               "rate)")
     return state
-
-
-RESUME_DIR = "resume"  # a run folder's checkpoints while it trains (wscat.training.trainer)
-
-
-def unfinished(path: str | Path) -> bool:
-    """Whether a checkpoint path lies in a run folder's resume/: an unfinished training's."""
-    return Path(path).parent.name == RESUME_DIR
 
 
 def check_finished(path: str | Path) -> None:

@@ -8,8 +8,10 @@ imports this module while it builds the DAG.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 RESULTS = "results"
+RESUME_DIR = "resume"  # a run folder's checkpoints while it trains (wscat.training.trainer)
 
 # One trained (dataset, model, method, seed): the key of its model folder, metrics, logs, curves.
 RUN = "{dataset}/{model}/{method}/seed{seed}"
@@ -112,3 +114,8 @@ class Run:
 
     def split(self, root: str = RESULTS) -> str:
         return self._fill(SPLIT, root)
+
+
+def unfinished(path: str | Path) -> bool:
+    """Whether a checkpoint path lies in a run folder's resume/: an unfinished training's."""
+    return Path(path).parent.name == RESUME_DIR

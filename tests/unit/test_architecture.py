@@ -57,3 +57,44 @@ def test_the_report_steps_load_without_torch():
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False"]
+
+
+def test_wscat_table_runs_without_torch(tmp_path):
+    """The import check above does not see a step that loads torch while it runs: `wscat table`
+    did, for one path test (is a metrics file's checkpoint in a resume/?), 1.2 s of every table
+    job. The whole command on two runs' metrics files (recording the checkpoint, training and
+    evaluation they were made with, as `wscat evaluate` does), and torch is still not loaded at
+    the end."""
+    from wscat.config import load_params
+    from wscat.workflow import evaluation_fingerprint, training_fingerprint
+
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text().replace(
+        "experiments:\n", "experiments:\n  mini: {dataset: digits, model: cnn, seeds: [1], "
+        "methods: [trades, wscat]}\n", 1))
+    loaded = load_params(params)
+    metrics = []
+    for method in ("trades", "wscat"):
+        path = tmp_path / f"{method}.json"
+        path.write_text(json.dumps({
+            "dataset": "digits", "model": "cnn", "method": method, "seed": 1,
+            "accuracy": {"Natural": 90.0, "FGSM": 60.0, "PGD": 50.0, "CW": 50.0, "AA": 40.0,
+                         "Mean": 55.0},
+            "manifest": {
+                "checkpoint": {"path": f"results/models/digits/cnn/{method}/seed1/best.pt"},
+                "training": {"fingerprint": training_fingerprint(loaded, "digits", "cnn",
+                                                                 method)},
+                "evaluation_settings": evaluation_fingerprint(loaded, "digits")}}))
+        metrics.append(str(path))
+    argv = ["table", "--params", str(params), "--experiment", "mini",
+            "--tex", str(tmp_path / "t.tex"), "--csv", str(tmp_path / "t.csv"),
+            "--summary", str(tmp_path / "s.json"), *metrics]
+    code = ("import sys\n"
+            "from wscat.cli import main\n"
+            f"assert main({argv!r}) == 0\n"
+            "print('torch loaded' if 'torch' in sys.modules else 'no torch')\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "WSCAT" in (tmp_path / "t.tex").read_text()
+    assert result.stdout.splitlines()[-1] == "no torch", result.stdout

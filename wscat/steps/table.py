@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wscat import paths
 from wscat.config import ConfigError, method_for
 from wscat.io import guard_outputs
 from wscat.report.names import display_name, is_adversarial
@@ -72,10 +73,8 @@ RUN_KEYS = ("dataset", "model", "method", "seed")  # what names a run inside its
 def _of_unfinished_training(data: Mapping[str, Any]) -> bool:
     """Whether a metrics file records a checkpoint in a run's resume/ folder (measured before
     `wscat evaluate` refused those: wscat.checkpoint.check_finished)."""
-    from wscat.checkpoint import unfinished
-
     checkpoint = ((data.get("manifest") or {}).get("checkpoint") or {}).get("path")
-    return isinstance(checkpoint, str) and unfinished(checkpoint)
+    return isinstance(checkpoint, str) and paths.unfinished(checkpoint)
 
 
 def check_run_file(path: str | Path, data: dict[str, Any], run: Any) -> None:
@@ -113,7 +112,6 @@ def check_training(params: dict[str, Any], metrics: list[Path], *, experiment: s
     naming each file and what to rerun: a table never mixes two trainings or two evaluations.
     `unrecorded`: a file whose manifest records no training, no evaluation settings or no extra
     settings (written by hand, or before they were recorded) is not checked on what it lacks."""
-    from wscat import paths
     from wscat.metrics import aa_paper_difference
     from wscat.report.cells import EXTRA_METRICS
     from wscat.report.table import _merge_extras, _read_metrics
