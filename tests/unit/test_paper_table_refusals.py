@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.helpers.tiny import ROOT, tiny_params, write_params
@@ -332,3 +333,24 @@ def test_paper_index_refuses_a_tier_whose_outputs_are_missing(tmp_path: Path, ti
     one_line_error(["paper-index", "--params", str(PARAMS), "--tier", "digits", "--results",
                     str(results), "--out", str(tmp_path / "index.md")],
                    (f"{first}: not found; make it first", "Snakemake target"), tmp_path, capsys)
+
+
+def test_tab_datasets_reads_no_official_archive_for_its_classes(tmp_path: Path) -> None:
+    """Table 1's classes: the fixed count of an official archive, with no archive there to read
+    (it loaded the whole dataset for this number once: ImageNet32-100's batches are gigabytes);
+    a user's npz is read, and its `num_classes` counts."""
+    from wscat.report.paper_tables import _classes
+
+    missing = {"root": str(tmp_path / "no-archives"), "download": False}
+    assert _classes("cifar10", {**missing}) == 10
+    assert _classes("cifar10-proxy", {**missing, "source": "cifar10", "subset": [800, 100]}) == 10
+    assert _classes("cifar100", {**missing}) == 100
+    assert _classes("imagenet32", {**missing}) == 100
+    assert _classes("digits", {}) == 10
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mine.npz"
+    np.savez(path, x_train=rng.integers(0, 256, size=(12, 5, 6, 3), dtype=np.uint8),
+             y_train=np.arange(12) % 3, x_test=rng.integers(0, 256, size=(6, 5, 6, 3),
+                                                             dtype=np.uint8),
+             y_test=np.arange(6) % 3)
+    assert _classes("mine", {"source": "npz", "path": str(path), "num_classes": 4}) == 4
