@@ -68,6 +68,20 @@ def test_no_test_part_holds_a_fraction_out(tmp_path: Path) -> None:
         out.read_text() and " and 0 test images" not in out.read_text()
 
 
+def test_without_a_test_part_the_pool_is_what_the_split_leaves(tmp_path: Path) -> None:
+    """7 images a class, no test part: the split holds out round(7 x 0.2) = 1 a class, so 6 stay
+    to split, enough (MIN_PER_CLASS); add-dataset once counted floor(7 x 0.8) = 5 and refused."""
+    from wscat.data import make_split
+
+    labels = np.arange(28) % 4
+    np.savez(tmp_path / "d.npz", x_train=pixels((28, 8, 8, 1)), y_train=labels)
+    summary = add_dataset.inspect("mine", tmp_path / "d.npz")
+    assert summary.min_per_class == 6
+    split = make_split("mine", labels, num_classes=4, seed=1, test_fraction=0.2, labelled=20,
+                       val_fraction=0.2, val_max=2000)
+    assert np.bincount(labels[split.test], minlength=4).tolist() == [1] * 4  # 6 a class stay
+
+
 def test_insert_refuses_a_flow_mapping() -> None:
     with pytest.raises(ConfigError, match="block mapping"):
         add_dataset.insert("datasets: {}\n", "datasets", ["x:", "  y: 1"])

@@ -97,7 +97,10 @@ def inspect(name: str, path: Path) -> NpzSummary:
         raise ValueError(f"{where}: the training images have no class {missing[0]}; labels run "
                          f"0..K-1 (K = {data.num_classes} here) and every class needs training "
                          "images (renumber the labels)")
-    pool = counts if data.train_size is not None else np.floor(counts * (1 - TEST_FRACTION))
+    # Without a test part the split holds out round(20%) of each class (_per_class_fraction in
+    # wscat/data/split.py): a class of 7 keeps 6 to split, not floor(7 x 0.8) = 5.
+    held = np.array([int(round(TEST_FRACTION * n)) for n in counts], dtype=counts.dtype)
+    pool = counts if data.train_size is not None else counts - held
     if pool.min() < MIN_PER_CLASS:
         k = int(pool.argmin())
         raise ValueError(f"{where}: class {k} has {int(pool.min())} training images to split; a "
