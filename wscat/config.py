@@ -22,7 +22,7 @@ from wscat import own_method
 from wscat.file_kinds import check_input_kind
 from wscat.schema_messages import schema_message
 from wscat.strict_yaml import DuplicateKeyError, StrictLoader
-from wscat.sweeps import expand_paper
+from wscat.sweeps import expand_paper, generated
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "params.schema.yaml"
 
@@ -153,6 +153,29 @@ def _check_paper(params: dict[str, Any]) -> None:
             for model in run["models"]:
                 if model not in params["models"]:
                     raise ConfigError(f"{where}.supervised: unknown model '{model}'")
+    _check_generated_names(params)
+
+
+def _check_generated_names(params: dict[str, Any]) -> None:
+    """Two sweep points the paper section names alike (shares rounded to the same percent, as
+    0.001 and 0.004: `-unlabelled0`; betas alike to 6 digits) would both get the first one's
+    entry, so its runs, in silence: refused. An entry params.yaml names itself is kept as
+    written (wscat.sweeps), whatever the points that name it."""
+    first: dict[tuple[str, str], dict[str, Any]] = {}
+    for entry in generated(params):
+        section, name = entry["section"], entry["name"]
+        if name in (params.get(section) or {}):
+            continue
+        seen = first.setdefault((section, name), entry)
+        if seen["knobs"] != entry["knobs"]:
+            raise ConfigError(f"{entry['from']} ({_knob_words(entry)}) and {seen['from']} "
+                              f"({_knob_words(seen)}) both name {section} entry '{name}', so "
+                              "both would be its runs; use values that differ in the name "
+                              "(shares at least 1% apart)")
+
+
+def _knob_words(entry: dict[str, Any]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in entry["knobs"].items())
 
 
 def resolve_method(params: dict[str, Any], method: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
