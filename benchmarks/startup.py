@@ -9,7 +9,8 @@ Each timing is a fresh process with this venv's Python and Snakemake on the repo
 params.yaml: importing torch and counting a WRN-28-10's parameters on the meta device (what
 `wscat train` does first), `load_params` (what each job does next), `check_splits` (what each
 `snakemake -n` adds), `wscat list-experiments`, a small `wscat pseudo-label` job start to exit
-(on a one-epoch digits CNN each checkout trains first), and `snakemake -n` of the demo's table.
+(on a one-epoch digits CNN each checkout trains first), `snakemake -n` of the demo's table, and a
+`wscat table` job on two runs' metrics files (written with each tree's own fingerprints).
 Medians, with the CPU named; a quiet machine gives the steadier numbers (the load average is in
 the output).
 """
@@ -51,7 +52,27 @@ COMMANDS = {
         "--out", "tiny/pseudo.npz", "--metrics", "tiny/pseudo.json"],
     "snakemake -n (demo table)": [str(BIN / "snakemake"), "-n", "--cores", "2", "--",
                                   "results/tables/digits.tex"],
+    "wscat table (a job: two runs' metrics files)": [
+        sys.executable, "-m", "wscat", "table", "--params", "tiny.yaml", "--experiment", "mini",
+        "--tex", "tiny/t.tex", "--csv", "tiny/t.csv", "--summary", "tiny/s.json",
+        "tiny/trades.json", "tiny/wscat.json"],
 }
+# Two runs' metrics files as `wscat evaluate` writes them (the fingerprints of the tree's own
+# code), so the table row reads no training or evaluation.
+METRICS = """
+import json
+from wscat.config import load_params
+from wscat.workflow import evaluation_fingerprint, training_fingerprint
+params = load_params("tiny.yaml")
+for method in ("trades", "wscat"):
+    accuracy = {"Natural": 90.0, "FGSM": 60.0, "PGD": 50.0, "CW": 50.0, "AA": 40.0, "Mean": 55.0}
+    manifest = {"checkpoint": {"path": f"results/models/digits/cnn/{method}/seed1/best.pt"},
+                "training": {"fingerprint": training_fingerprint(params, "digits", "cnn", method)},
+                "evaluation_settings": evaluation_fingerprint(params, "digits")}
+    with open(f"tiny/{method}.json", "w") as handle:
+        json.dump({"dataset": "digits", "model": "cnn", "method": method, "seed": 1,
+                   "accuracy": accuracy, "manifest": manifest}, handle)
+"""
 
 
 def checkout(root: Path, target: Path, revision: str | None) -> Path:
@@ -80,12 +101,15 @@ def tiny_job(tree: Path, env: dict[str, str]) -> None:
     params = yaml.safe_load((tree / "params.yaml").read_text())
     params["training"]["digits"]["epochs"] = 1
     params["training"]["digits"].pop("per_method", None)
+    params["experiments"]["mini"] = {"dataset": "digits", "model": "cnn", "seeds": [1],
+                                     "methods": ["trades", "wscat"]}
     (tree / "tiny.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     common = ["--params", "tiny.yaml", "--dataset", "digits", "--seed", "1"]
     for step in (["split", *common, "--out", "tiny/split.npz"],
                  ["train", *common, "--model", "cnn", "--method", "standard", "--threads", "1",
                   "--device", "cpu", "--split", "tiny/split.npz", "--out-dir", "tiny/run"]):
         timed([sys.executable, "-m", "wscat", *step], tree, env)
+    timed([sys.executable, "-c", METRICS], tree, env)
 
 
 def git(*args: str) -> str:
