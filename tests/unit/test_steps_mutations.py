@@ -42,7 +42,9 @@ What is checked, and from which fact:
 - validate: the validation images (not the test set), validation.pgd_steps (not evaluation's), eps
   and step size in their places, the run's seed, finite=True; the manifest's training and
   validation fingerprints, the checkpoint's epoch, set "validation", n; an unwritable --out before
-  loading; check_run, check_which, check_trained_by.
+  loading; check_run, check_which, check_trained_by; a split that does not fit the dataset (indices
+  past its images, validation images that are test images) refused as train, evaluate and
+  pseudo-label refuse it (check_split_fits).
 - pseudo: refusals (no unlabelled images, a split larger than the dataset, another labeler's or
   training's checkpoint, another kind of file given as --split); per-class accuracy over every
   class present; the npz's labeler, labeler_training, seed and model; n is the unlabelled count;
@@ -770,6 +772,27 @@ def test_validate_checks_its_output_before_loading(params: dict[str, Any], split
         validate.run(params, dataset="digits", model="cnn", method="standard", seed=1,
                      split_path=split_file, checkpoint=tmp_path / "best.pt",
                      out=tmp_path / "file" / "v.json", device=CPU)
+
+
+def test_validate_refuses_a_split_that_does_not_fit_the_dataset(
+        params: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As train, evaluate and pseudo-label refuse it (check_split_fits): indices past the
+    dataset's 1797 images, or validation images that are test images, one line naming the file,
+    nothing written (it used to end in an IndexError, or measure on test images)."""
+    from wscat.data.split import Split, save_split
+    from wscat.workflow import split_params
+
+    parts = {"labelled": np.arange(10), "unlabelled": np.arange(10, 20),
+             "validation": np.arange(1790, 1800), "test": np.arange(30, 40)}
+    overlapping = {**parts, "validation": np.arange(30, 35)}
+    for name, kept in (("big", parts), ("overlap", overlapping)):
+        save_split(Split("digits", 1, **kept), tmp_path / f"{name}.npz",
+                   made_with=split_params(params, "digits"))
+    with pytest.raises(ValueError, match="big.npz: `validation` holds indices outside 0..1796"):
+        _validate(params, tmp_path / "big.npz", tmp_path, monkeypatch, _meta(params))
+    with pytest.raises(ValueError, match="overlap.npz: `validation` shares images with `test`"):
+        _validate(params, tmp_path / "overlap.npz", tmp_path, monkeypatch, _meta(params))
+    assert not (tmp_path / "v.json").exists()
 
 
 # --- pseudo.py: the labels of the unlabelled part, and whose they are -------------------------

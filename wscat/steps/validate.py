@@ -11,7 +11,7 @@ from wscat.analysis import validation_accuracies
 from wscat.checkpoint import check_run, check_trained_by
 from wscat.config import RunConfig, evaluation_for, validation_for
 from wscat.data import load_dataset, raw_files
-from wscat.data.split import load_split_of
+from wscat.data.split import check_split_fits, load_split_of
 from wscat.inference import check_which, load_model, outputs_of
 from wscat.io import check_writable, guard_outputs, write_json
 from wscat.training import threads
@@ -23,11 +23,13 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     """Fig-beta's tuning numbers on the validation set, with the model in eval mode; written to
     `out` (JSON). A checkpoint of another run (dataset, model, method, seed) is refused, as
     `wscat evaluate` refuses it, one of another training than these params give, and a split
-    made with other split params than these; so is another checkpoint of the run than the params
-    evaluate (evaluation.checkpoint: best.pt or last.pt), and a model whose outputs are NaN or
-    inf (wscat.inference.NonFiniteOutputs). The manifest records the training's fingerprint
-    and the validation settings' (wscat.workflow.validation_fingerprint): Fig-beta refuses
-    numbers of another training or settings than the params give."""
+    made with other split params than these or that does not fit the dataset (indices past its
+    images, validation or training images among the test ones: check_split_fits); so is another
+    checkpoint of the run than the params evaluate (evaluation.checkpoint: best.pt or last.pt),
+    and a model whose outputs are NaN or inf (wscat.inference.NonFiniteOutputs). The manifest
+    records the training's fingerprint and the validation settings'
+    (wscat.workflow.validation_fingerprint): Fig-beta refuses numbers of another training or
+    settings than the params give."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--checkpoint": checkpoint}, {"--out": out})
@@ -40,6 +42,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     training = training_fingerprint(params, dataset, model, method)
     check_trained_by(checkpoint, meta, training)
     source = load_dataset(dataset, params["datasets"][dataset])
+    check_split_fits(split, len(source.labels), split_path)  # as train, evaluate, pseudo-label
     x, y = source.take(torch.as_tensor(split.validation), device)
     evaluation = evaluation_for(params, dataset)
     steps = validation_for(params, dataset)["pgd_steps"]  # model selection's PGD
