@@ -14,7 +14,7 @@ import torch
 from wscat.errors import first_line
 from wscat.file_kinds import described, file_kind
 from wscat.io import atomic_path, disk_full
-from wscat.paths import RESUME_DIR, unfinished  # noqa: F401 (torch-free, for the report)
+from wscat.paths import RESUME_DIR, unfinished
 
 FORMAT = "wscat-checkpoint-v1"
 CHECKPOINT_HINT = "results/models/DATASET/MODEL/METHOD/seedN/best.pt"

@@ -175,6 +175,7 @@ def _check_generated_names(params: dict[str, Any]) -> None:
 
 
 def _knob_words(entry: dict[str, Any]) -> str:
+    """A generated entry's knobs as words for a refusal: 'beta 0.2'."""
     return ", ".join(f"{key} {value}" for key, value in entry["knobs"].items())
 
 
