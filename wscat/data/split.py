@@ -129,13 +129,18 @@ def _fully_labelled(dataset: str, labels: np.ndarray, pool: np.ndarray, test: np
                  unlabelled=np.empty(0, dtype=np.int64), validation=validation, test=test)
 
 
+def held_out(n: int, fraction: float) -> int:
+    """How many of a class's `n` images a stratified `fraction` holds out: round(fraction x n)."""
+    return int(round(fraction * n))
+
+
 def _per_class_fraction(labels: np.ndarray, pool: np.ndarray, fraction: float,
                         num_classes: int) -> np.ndarray:
     """A stratified fraction of `pool`, fixed (seed 0) whatever the run seed."""
     rng = np.random.default_rng(0)
     parts = []
     for members in _members(labels, pool, num_classes):
-        parts.append(rng.permutation(members)[: int(round(fraction * len(members)))])
+        parts.append(rng.permutation(members)[: held_out(len(members), fraction)])
     return np.sort(np.concatenate(parts))
 
 

@@ -65,6 +65,7 @@ def inspect(name: str, path: Path) -> NpzSummary:
     class-balanced split of it can be drawn; a problem raises one line saying what to fix."""
     from wscat.data.sources import check_dataset
     from wscat.data.sources.npz import Npz
+    from wscat.data.split import held_out
 
     if not path.is_file():
         raise FileNotFoundError(f"no file {path}; give the .npz to add")
@@ -97,9 +98,9 @@ def inspect(name: str, path: Path) -> NpzSummary:
         raise ValueError(f"{where}: the training images have no class {missing[0]}; labels run "
                          f"0..K-1 (K = {data.num_classes} here) and every class needs training "
                          "images (renumber the labels)")
-    # Without a test part the split holds out round(20%) of each class (_per_class_fraction in
-    # wscat/data/split.py): a class of 7 keeps 6 to split, not floor(7 x 0.8) = 5.
-    held = np.array([int(round(TEST_FRACTION * n)) for n in counts], dtype=counts.dtype)
+    # Without a test part the split holds out round(20%) of each class (wscat.data.split's
+    # held_out): a class of 7 keeps 6 to split, not floor(7 x 0.8) = 5.
+    held = np.array([held_out(int(n), TEST_FRACTION) for n in counts], dtype=counts.dtype)
     pool = counts if data.train_size is not None else counts - held
     if pool.min() < MIN_PER_CLASS:
         k = int(pool.argmin())
