@@ -478,6 +478,7 @@ def test_the_papers_minutes_and_seconds() -> None:
     assert paper_tables._minutes(60) == f"$1{prime}00^{{\\prime\\prime}}$"
     assert paper_tables._minutes(119.6) == f"$2{prime}00^{{\\prime\\prime}}$"  # rounded, not cut
     assert paper_tables._minutes(59.94) == "59.9 s"
+    assert paper_tables._minutes(59.96) == f"$1{prime}00^{{\\prime\\prime}}$"  # not "60.0 s"
 
 
 LOG_HEAD = "epoch,loss,val_natural,seconds\n"

@@ -271,8 +271,9 @@ def sup_table(params: dict[str, Any], tier: str, files: list[str]
 
 
 def _minutes(seconds: float) -> str:
-    """5'14'' as the paper prints epoch times; below a minute, seconds with one decimal."""
-    if seconds < 60:
+    """5'14'' as the paper prints epoch times; below a minute, seconds with one decimal (59.95 s
+    and up rounds to a minute, printed as 1'00'', not "60.0 s")."""
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(round(seconds), 60)
     return f"${minutes}^{{\\prime}}{rest:02d}^{{\\prime\\prime}}$"
