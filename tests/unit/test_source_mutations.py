@@ -460,12 +460,17 @@ def _inspect(tmp_path: Path, **arrays: np.ndarray) -> NpzSummary:
 
 def test_inspect_counts_the_training_pool(tmp_path: Path) -> None:
     assert _inspect(tmp_path, **_grey(24, 8)) == NpzSummary(
-        train=24, test=8, shape=(1, 8, 8), classes=4, min_per_class=6)
+        train=24, test=8, shape=(1, 8, 8), classes=4, min_per_class=6, pool=24)
     with pytest.raises(ValueError, match="class 0 has 5 training images"):
         _inspect(tmp_path, **_grey(20, 8))
     # no test part: 20% of each class is held out (8 -> 8 - 2 = 6 stay to split); a class of 6
     # keeps 5 or fewer, too few
     assert _inspect(tmp_path, **_grey(32, 0)).min_per_class == 6
+    assert _inspect(tmp_path, **_grey(32, 0)).pool == 24  # 4 classes x 6
+    # uneven classes: 10 0s (2 held out) and 7 of each other class (round(1.4) = 1 held out)
+    uneven = _grey(31, 0)
+    uneven["y_train"] = np.array([0] * 10 + [1, 2, 3] * 7)
+    assert _inspect(tmp_path, **uneven).pool == 8 + 3 * 6  # not 31 - round(6.2) = 25
     with pytest.raises(ValueError, match="class 0 has [0-5] training images"):
         _inspect(tmp_path, **_grey(24, 0))
 
@@ -505,27 +510,30 @@ def _value(block: list[str], key: str) -> str:
 def test_blocks_numbers_worked_by_hand() -> None:
     # CIFAR-10's size: 391 steps at batch 128, 1 - 1/391 = 0.997 above the 0.995 cap; a class
     # of 5000 -> 500 labelled; 32x32 -> shift 4; 100 labeler epochs keep methods.mt's ramp-up
-    big = _blocks(NpzSummary(50000, 10000, (3, 32, 32), 10, 5000))
+    big = _blocks(NpzSummary(50000, 10000, (3, 32, 32), 10, 5000, 50000))
     assert _value(big["training"], "ema_decay") == "0.995"
-    assert "391 steps an epoch at batch 128 on 50000 training images" in "\n".join(big["training"])
+    # an epoch is the pool less validation: min(int(0.2 x 5000), 2000) = 1000 -> 49000 images,
+    # ceil(49000 / 128) = 383 steps
+    assert "383 steps an epoch at batch 128 on 49000 training images" in "\n".join(big["training"])
     assert _value(big["datasets"], "labelled") == "5000"
     assert _value(big["experiments"], "model") == "cnn"  # cnn, though listed second
     assert big["methods.mt.per_dataset"][-1] == (
         "mine: {teacher_decay: 0.99, teacher_decay_late: 0.999}")
-    # no test part: 60 images -> a pool of 60 - 12 = 48, one batch of 48 (ceil 48/48 = 1 step);
-    # 6 a class -> max(5, 0) = 5 labelled a class; 16 high and 40 wide -> shift round(16/8) = 2
-    small = _blocks(NpzSummary(60, 0, (1, 16, 40), 4, 6))
-    assert _value(small["training"], "batch_size") == "48"
-    assert "1 steps an epoch at batch 48 on 48 training images" in "\n".join(small["training"])
+    # no test part: 60 images -> a pool of 48; 6 a class -> max(5, 0) = 5 labelled a class, 20
+    # labelled, validation int(0.2 x 20) // 4 = 1 a class -> 44 to train on, one batch of 44
+    # (ceil 44/44 = 1 step); 16 high and 40 wide -> shift round(16/8) = 2
+    small = _blocks(NpzSummary(60, 0, (1, 16, 40), 4, 6, 48))
+    assert _value(small["training"], "batch_size") == "44"
+    assert "1 steps an epoch at batch 44 on 44 training images" in "\n".join(small["training"])
     assert _value(small["datasets"], "labelled") == "20"
     assert _value(small["datasets"], "crop_padding") == "2"
     assert _value(small["training"], "ema_decay") == "0.9"  # 10 steps at least
     # 4x4 images: round(4/8) = 0, but a shift of 1 at least
-    assert _value(_blocks(NpzSummary(60, 0, (1, 4, 4), 4, 6))["datasets"], "crop_padding") == "1"
+    assert _value(_blocks(NpzSummary(60, 0, (1, 4, 4), 4, 6, 48))["datasets"], "crop_padding") == "1"
 
 
 def test_blocks_without_a_mean_teacher_have_no_teacher_entry() -> None:
-    summary = NpzSummary(400, 100, (3, 32, 32), 4, 100)
+    summary = NpzSummary(400, 100, (3, 32, 32), 4, 100, 400)
     assert "methods.mt.per_dataset" not in _blocks(summary, methods={"standard": {}})
     other = {"mt": {"objective": "trades"}}
     assert "methods.mt.per_dataset" not in _blocks(summary, methods=other)

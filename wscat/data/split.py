@@ -103,7 +103,7 @@ def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
                          "the labelled set is class-balanced")
     rng = np.random.default_rng(seed)
     labelled_idx = _per_class(labels, pool, labelled // num_classes, rng, num_classes, dataset)
-    n_val = min(int(val_fraction * labelled), val_max) // num_classes
+    n_val = validation_per_class(labelled, val_fraction, val_max, num_classes)
     _check_validation(dataset, n_val, labelled // num_classes)
     validation = _per_class(labels, labelled_idx, n_val, rng, num_classes, dataset)
     unlabelled = np.setdiff1d(pool, labelled_idx, assume_unique=True)  # sorted, unique: as is
@@ -132,6 +132,12 @@ def _fully_labelled(dataset: str, labels: np.ndarray, pool: np.ndarray, test: np
 def held_out(n: int, fraction: float) -> int:
     """How many of a class's `n` images a stratified `fraction` holds out: round(fraction x n)."""
     return int(round(fraction * n))
+
+
+def validation_per_class(labelled: int, val_fraction: float, val_max: int, num_classes: int) -> int:
+    """Validation images a class of a `labelled`-image budget gives up (Table 1's rule):
+    min(val_fraction x labelled, val_max), split evenly over the classes, rounded down."""
+    return min(int(val_fraction * labelled), val_max) // num_classes
 
 
 def _per_class_fraction(labels: np.ndarray, pool: np.ndarray, fraction: float,

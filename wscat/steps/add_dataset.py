@@ -41,6 +41,7 @@ MIN_CLASSES = 4  # AutoAttack's targeted DLR loss reads the 3rd and 4th largest 
 DIM_SCALE = 32  # a brightest pixel at or below it: a 0..max scale (digits' 0..16), not 0..255
 MIN_PER_CLASS = 6  # 5 labelled (1 of them validation: 20%) and at least 1 unlabelled
 TEST_FRACTION = 0.2  # held out when the npz has no test part (digits' share)
+VAL_FRACTION, VAL_MAX = 0.2, 2000  # the paper's validation rule, written into the block
 EPOCHS = 40  # the demo's schedule; the labeler trains 2.5 times as long, as on digits
 BATCH = 128
 # Mean Teacher (methods.mt): its teacher decays are CIFAR-10's, per step at 391 steps an epoch
@@ -58,6 +59,7 @@ class NpzSummary:
     shape: tuple[int, int, int]
     classes: int
     min_per_class: int  # in the training pool a seed draws labelled images from
+    pool: int  # that training pool's size: the training images, less the held-out test part
 
 
 def inspect(name: str, path: Path) -> NpzSummary:
@@ -109,7 +111,8 @@ def inspect(name: str, path: Path) -> NpzSummary:
                          "labelled, one of them validation, and unlabelled ones)")
     test = len(labels) - data.train_size if data.train_size is not None else 0
     return NpzSummary(train=len(train), test=test, shape=tuple(data.image_shape),
-                      classes=data.num_classes, min_per_class=int(pool.min()))
+                      classes=data.num_classes, min_per_class=int(pool.min()),
+                      pool=int(pool.sum()))
 
 
 def _decay(steps: int) -> float:
@@ -163,9 +166,13 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
            ) -> dict[str, list[str]]:
     """The three sections' blocks (lines without indentation) with defaults from the data."""
     channels, height, width = summary.shape
-    pool = summary.train if summary.test else summary.train - round(summary.train * TEST_FRACTION)
+    from wscat.data.split import validation_per_class
+
     per_class = max(5, min(summary.min_per_class // 10, summary.min_per_class - 1))
     labelled = per_class * summary.classes
+    # An epoch is the training pool less the validation images (wscat.data.training_data)
+    pool = summary.pool - summary.classes * validation_per_class(labelled, VAL_FRACTION, VAL_MAX,
+                                                                  summary.classes)
     batch = min(BATCH, pool)
     steps = math.ceil(pool / batch)
     labeler_epochs = round(EPOCHS * 2.5)
@@ -190,8 +197,8 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
         f"  # {per_class} labelled a class (about 10% of the smallest class, at least 5), the rest",
         "  # unlabelled; validation = min(val_fraction * labelled, val_max), the paper's rule",
         f"  labelled: {labelled}",
-        "  val_fraction: 0.2",
-        "  val_max: 2000",
+        f"  val_fraction: {VAL_FRACTION}",
+        f"  val_max: {VAL_MAX}",
         "  # Threat model in [0,1] pixel units: CIFAR's 8/255; training PGD-5 with step eps/2 (the",
         "  # same 2.5 eps of travel as CIFAR's PGD-10 at eps/4), evaluation step eps/8",
         "  eps: 0.03137254901960784",
