@@ -52,7 +52,10 @@ def read_json(path: Path, what: str, keys: tuple[str, ...] = ()) -> dict[str, An
         raise ValueError(f"{path}: not a readable {what} ({type(error).__name__}: "
                          f"{str(error).splitlines()[0]}); unpack the run's OUT/seed{{s}}.tar.gz "
                          "again") from None
-    missing = [key for key in keys if not isinstance(data, dict) or key not in data]
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a {what} that is not a JSON object (a "
+                         f"{type(data).__name__}); unpack the run's OUT/seed{{s}}.tar.gz again")
+    missing = [key for key in keys if key not in data]
     if missing:
         raise ValueError(f"{path}: a {what} without {', '.join(missing)}; unpack the run's "
                          "OUT/seed{s}.tar.gz again")
@@ -208,11 +211,23 @@ def _runs_line(seed: int, folder: Path, commits: list[str]) -> str:
         raise ValueError(f"{record_path}: its steps lack a status or kept field; unpack the "
                          "run's OUT/seed{s}.tar.gz again")
     wall = record.get("wall_s", 0)
-    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not 0 <= wall < math.inf:
+    if not _seconds(wall):
         raise ValueError(f"{record_path}: wall_s is {wall!r}, not a number of seconds; unpack "
                          "the run's OUT/seed{s}.tar.gz again")
+    called = record.get("calls") or []
+    if not isinstance(called, list) or not all(isinstance(c, dict) and _number(c.get("call"))
+                                              for c in called) \
+            or not all(_number(step.get("call")) for step in steps
+                       if step.get("call") is not None):  # None: a step no call did
+        raise ValueError(f"{record_path}: its calls are not a list of numbered calls (or a "
+                         "step's call is no number); unpack the run's OUT/seed{s}.tar.gz again")
+    for c in called:  # a call's seconds are added up and printed like wall_s
+        if not _seconds(c.get("wall_s")):
+            raise ValueError(f"{record_path}: call {c['call']}'s wall_s is "
+                             f"{c.get('wall_s')!r}, not a number of seconds; unpack the run's "
+                             "OUT/seed{s}.tar.gz again")
     done = sum(step["status"] == "done" for step in steps)
-    walls = {c.get("call"): c.get("wall_s") for c in record.get("calls") or []}
+    walls = {c["call"]: c["wall_s"] for c in called}
     used = sorted({step["call"] for step in steps if step.get("call") in walls})
     if used:  # the calls that did the steps (run.json's `calls`), not the last one alone
         wall = sum(walls[c] for c in used)
@@ -225,6 +240,18 @@ def _runs_line(seed: int, folder: Path, commits: list[str]) -> str:
     return (f"- seed {seed}: {done} of {len(steps)} steps done, {calls}, "
             f"{wall:.0f} s on {record.get('machine', 'an unrecorded machine')}, code at "
             f"{', '.join(commits) or 'an unrecorded commit'}")
+
+
+def _number(value: object) -> bool:
+    """Whether a run record's call number is an integer (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _seconds(value: object) -> bool:
+    """Whether a run record's wall time is a number of seconds: finite, not negative, not a
+    bool (what json reads as NaN, Infinity, text or true is none)."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and 0 <= value < math.inf)
 
 
 def code_commits(folder: Path) -> list[str]:

@@ -13,7 +13,8 @@ What is checked, and from which fact:
 - seed_dirs (its docstring, seed{s}/ folders in seed order): a file or a `seed4x` folder is no
   seed; seed10 comes after seed2; seed01 beside seed1 is refused; an empty folder, a missing one
   and a file are one-line refusals.
-- read_json: unreadable JSON and a JSON value without the keys (a string, too) are one line.
+- read_json: unreadable JSON, a JSON value that is not an object (its docstring) and an object
+  without the keys are one line.
 - read_seeds / seed_difference / comparable (their docstrings): the seeds present become the
   params' seeds; a seed differing in the split, a labeler's training (a labeler that is not in
   the table's methods too), the extra evaluation settings or the paper tier is refused with the
@@ -27,7 +28,8 @@ What is checked, and from which fact:
 - _runs_line (README: run.json's steps, complete, one_call, calls, wall_s, machine): the steps
   done, one call / the calls that did the steps with their walls summed / the steps kept, the
   wall rounded to seconds, the machine, the commits; a wall that is not a number of seconds
-  (bool, negative, infinite) and steps without status/kept are refused; no run.json is said.
+  (bool, negative, infinite), a call's likewise, calls without numbers and steps without
+  status/kept are refused (a step's null call is no call); no run.json is said.
 - code_commits: the manifests' git commits of every metrics file below metrics/, empty ones
   dropped, sorted; _commits_note only from two commits, the diff from the first to the second.
 - _labelers: one row per labeler of the table's methods (none for a method without one), a
@@ -36,10 +38,10 @@ What is checked, and from which fact:
 - partial_note and mark_partial: the counts and the missing seeds (singular/plural); the note
   inside the .tex \\caption{...} and the .md first line's *...*; not one caption is refused.
 - render (docstring, README's "Table 2 over the seeds"): mean ± std over the seeds (extras
-  included: Mean-paper over AA-paper, and `wscat table`'s own AA-paper and NRF rows); the five lifted tables' captions end with the partial
-  note while seeds are missing, never when all are in; the page's status lines (word counts,
-  plurals), title with the tier's model name, robustness grid in words; the stale paired figure
-  goes with one seed; a NaN anywhere (.csv too, any case) refuses with nothing written; files
+  included: Mean-paper over AA-paper, and `wscat table`'s own AA-paper and NRF rows); the five
+  lifted tables' captions end with the partial note while seeds are missing, never when all are
+  in; the page's status lines (word counts, plurals), title with the tier's model name,
+  robustness grid in words; the stale paired figure goes with one seed; a NaN anywhere (.csv too, any case) refuses with nothing written; files
   written mode 0644, no .partial left, all returned; a stray seed folder one level up, a
   missing train log and --require-all's missing seeds are refused.
 - what reaches the figures: the paper's differences from WSCAT (TRADES - WSCAT, Mean over the
@@ -370,7 +372,7 @@ def test_seed_dirs_refusals(tmp_path: Path, what: str, says: str) -> None:
 
 
 @pytest.mark.parametrize("text, says", [('{"seed": 1, "acc', "not a readable run record"),
-                                        ('"seed"', "a run record without seed"),
+                                        ('"seed"', "a run record that is not a JSON object"),
                                         ('{"other": 1}', "a run record without seed")])
 def test_read_json_refuses_in_one_line(tmp_path: Path, text: str, says: str) -> None:
     path = tmp_path / "run.json"
@@ -640,3 +642,48 @@ def test_main_refuses_an_out_that_is_a_file(tmp_path: Path, capsys) -> None:
                              "--out", str(tmp_path / "out.md")]) == 2
     assert "is a file; pass a folder" in capsys.readouterr().err
     assert (tmp_path / "out.md").read_text() == "mine\n"
+
+
+# --- bugs found: a run record's calls, a JSON value that is not an object ------------------
+
+@pytest.mark.parametrize("wall", [None, "570", math.inf, -500.0, True])
+def test_runs_line_refuses_a_call_wall_that_is_not_seconds(tmp_path: Path, wall) -> None:
+    """A call's seconds are added up and printed like wall_s, so they are checked like it: no
+    seconds or text were a TypeError traceback, Infinity and -500 printed 'inf s' and '-455 s'
+    on the page as if measured."""
+    record = {"wall_s": 45.0, "steps": _steps(("done", False, 1), ("done", False, 2)),
+              "calls": [{"call": 1, **({} if wall is None else {"wall_s": wall})},
+                        {"call": 2, "wall_s": 45.0}]}
+    with pytest.raises(ValueError, match=r"run.json: call 1's wall_s is .*, not a number of "
+                                         "seconds"):
+        _line(tmp_path, record)
+
+
+@pytest.mark.parametrize("calls, call", [({"1": 570.0}, 1), (["570"], 1),
+                                         ([{"wall_s": 570.0}], 1),
+                                         ([{"call": 1, "wall_s": 570.0}], [1])])
+def test_runs_line_refuses_calls_that_are_not_numbered(tmp_path: Path, calls, call) -> None:
+    """README: `calls` holds each call's number and wall seconds, a step the `call` that did it
+    (an AttributeError or TypeError traceback before)."""
+    record = {"steps": [{"status": "done", "kept": False, "call": call}], "calls": calls}
+    with pytest.raises(ValueError, match="its calls are not a list of numbered calls"):
+        _line(tmp_path, record)
+
+
+def test_runs_line_a_step_no_call_did_is_no_call(tmp_path: Path) -> None:
+    """cifar10_proxy.py records `call: null` for a step no call did (a skipped one)."""
+    record = {"calls": [{"call": 1, "wall_s": 30.0}, {"call": 2, "wall_s": 20.0}],
+              "steps": _steps(("done", False, 1), ("done", False, 2), ("skipped", False, None))}
+    assert _line(tmp_path, record).startswith(
+        "- seed 4: 2 of 3 steps done, in 2 calls (30 s + 20 s), 50 s on")
+
+
+def test_a_json_file_that_is_not_an_object_is_one_line(tmp_path: Path) -> None:
+    """read_json's docstring: the file 'as an object'; a list under metrics/ was an
+    AttributeError traceback from code_commits ('list' object has no attribute 'get')."""
+    path = tmp_path / "metrics" / "x.json"
+    path.parent.mkdir()
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"x.json: a metrics file that is not a JSON object "
+                                         r"\(a list\)"):
+        proxy_table.code_commits(tmp_path)
