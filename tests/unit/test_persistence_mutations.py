@@ -5,12 +5,13 @@ hand-made mutants that went through the unit tests importing the module, with ex
 the modules' docstrings, docs/pipeline.md ("Resume", "What a step guarantees on bad input") and
 docs/evaluation.md (AutoAttack's shards), never from the function under test. The attack itself
 is stood in for where a shard's key or count is checked. Of 132 mutants (io 52, checkpoint 33,
-shards 25, run_folder 22) the importing unit tests killed 54 (for io and checkpoint without
-test_bad_input_categories, test_leakage, test_training, test_puat, test_validation_steps and
-test_cpu_threads, too slow to run per mutant); these tests kill the other 72 but 6 equivalent
-ones (a best epoch is -1 or from 1 on, never 0; n_examples is at least 1; a slice end past the
-tensor is clamped; the variant's settings already differ in the key; a state never holds
-'format'; a probe into a file fails with the same ENOTDIR line).
+shards 25, run_folder 22) the importing unit tests killed 67 (17 were not run against the
+slowest files: 16 of checkpoint against test_bad_input_categories, test_leakage, test_training,
+test_puat, test_validation_steps and test_cpu_threads; one of io against the first); these
+tests kill the other 59 but 6 equivalent ones (a best epoch is -1 or from 1 on, never 0;
+n_examples is at least 1; a slice end past the tensor is clamped; the variant's settings
+already differ in the key; a state never holds 'format'; a probe into a file fails with the
+same ENOTDIR line).
 
 What is checked, and from which fact:
 - io, atomic writes: the file gets 0666 less the umask (atomic_path's docstring: 0644 under 022,
