@@ -714,6 +714,21 @@ def test_a_damaged_shard_file_is_attacked_again(tmp_path: Path, attacked: list[i
     assert attacked == [3, 3, 3]
 
 
+def test_a_shard_file_of_another_shape_is_attacked_again(tmp_path: Path,
+                                                          attacked: list[int]) -> None:
+    """Valid JSON that is not the object a finished shard writes (a list; its key with a field
+    missing) is no finished shard either: attacked again, not an AttributeError or KeyError."""
+    _attack(tmp_path)
+    shard = tmp_path / "aa-paper-00000.json"
+    written = json.loads(shard.read_text())
+    shard.write_text("[]")
+    _attack(tmp_path)
+    assert attacked == [3, 3, 3]
+    shard.write_text(json.dumps({k: v for k, v in written.items() if k != "robust"}))
+    _attack(tmp_path)
+    assert attacked == [3, 3, 3, 3]
+
+
 def test_the_accuracies_count_every_shard_over_all_examples(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two shards of 3: clean 3 + 2 of 6 (83.3...%); APGD-CE flips 1 + 0, APGD-T 0 + 1, so 4 then

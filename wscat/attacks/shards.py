@@ -46,14 +46,19 @@ def _digest(*tensors: torch.Tensor) -> str:
 
 
 def _load(path: Path, key: str) -> ShardResult | None:
+    """A finished shard's result, or None (attack it again) for a file that is unreadable, of
+    another key, or not the object `run` writes (valid JSON of another shape, a field missing)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if data.get("key") != key:
+    if not isinstance(data, dict) or data.get("key") != key:
         return None
-    return ShardResult(clean=data["clean"], flipped=data["flipped"], robust=data["robust"],
-                       warnings=data["warnings"])
+    try:
+        return ShardResult(clean=data["clean"], flipped=data["flipped"], robust=data["robust"],
+                           warnings=data["warnings"])
+    except KeyError:
+        return None
 
 
 def _shard_key(model_digest: str, x: torch.Tensor, y: torch.Tensor, *, variant: Variant,
