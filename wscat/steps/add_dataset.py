@@ -171,10 +171,10 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
     per_class = max(5, min(summary.min_per_class // 10, summary.min_per_class - 1))
     labelled = per_class * summary.classes
     # An epoch is the training pool less the validation images (wscat.data.training_data)
-    pool = summary.pool - summary.classes * validation_per_class(labelled, VAL_FRACTION, VAL_MAX,
-                                                                  summary.classes)
-    batch = min(BATCH, pool)
-    steps = math.ceil(pool / batch)
+    n_train = summary.pool - summary.classes * validation_per_class(
+        labelled, VAL_FRACTION, VAL_MAX, summary.classes)
+    batch = min(BATCH, n_train)
+    steps = math.ceil(n_train / batch)
     labeler_epochs = round(EPOCHS * 2.5)
     padding = max(1, round(height / 8))
     test_line = ([f"# the npz's own {summary.test} test images (x_test, y_test) are the test set"]
@@ -213,7 +213,7 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
     ]
     training = [
         f"{name}:",
-        f"  # The demo's schedule; {steps} steps an epoch at batch {batch} on {pool} training "
+        f"  # The demo's schedule; {steps} steps an epoch at batch {batch} on {n_train} training "
         "images",
         f"  epochs: {EPOCHS}",
         f"  batch_size: {batch}",
