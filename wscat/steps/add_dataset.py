@@ -26,6 +26,7 @@ import numpy as np
 import yaml
 
 from wscat.config import ConfigError, load_params, method_for
+from wscat.data.split import held_out, validation_per_class
 from wscat.errors import OutputError
 from wscat.io import atomic_path
 from wscat.sweeps import full_dataset, unlabelled_dataset
@@ -67,7 +68,6 @@ def inspect(name: str, path: Path) -> NpzSummary:
     class-balanced split of it can be drawn; a problem raises one line saying what to fix."""
     from wscat.data.sources import check_dataset
     from wscat.data.sources.npz import Npz
-    from wscat.data.split import held_out
 
     if not path.is_file():
         raise FileNotFoundError(f"no file {path}; give the .npz to add")
@@ -166,8 +166,6 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
            ) -> dict[str, list[str]]:
     """The three sections' blocks (lines without indentation) with defaults from the data."""
     channels, height, width = summary.shape
-    from wscat.data.split import validation_per_class
-
     per_class = max(5, min(summary.min_per_class // 10, summary.min_per_class - 1))
     labelled = per_class * summary.classes
     # An epoch is the training pool less the validation images (wscat.data.training_data)
