@@ -254,6 +254,12 @@ def _seconds(value: object) -> bool:
             and 0 <= value < math.inf)
 
 
+def _percent(value: object) -> bool:
+    """Whether a pseudo-label report's accuracy is a percentage: a number (not a bool) from 0 to
+    100 (NaN, text, null or true is none)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value <= 100
+
+
 def code_commits(folder: Path) -> list[str]:
     """The git commits a seed's metrics files were measured with (their manifests' versions;
     two where two calls ran at different commits), sorted by name."""
@@ -275,9 +281,14 @@ def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
         for seed, folder in dirs.items():
             report = Path(f"{folder}/pseudo/{spec['dataset']}/{spec['model']}/{labeler}/"
                           f"seed{seed}.json")
-            accuracy = (read_json(report, "pseudo-label report", ("accuracy",))["accuracy"]
-                        if report.is_file() else None)
-            cells.append("-" if accuracy is None else f"{accuracy:.2f}")
+            if not report.is_file():
+                cells.append("-")
+                continue
+            accuracy = read_json(report, "pseudo-label report", ("accuracy",))["accuracy"]
+            if not _percent(accuracy):
+                raise ValueError(f"{report}: accuracy {json.dumps(accuracy)} is not a percentage "
+                                 "(0 to 100); unpack the run's OUT/seed{s}.tar.gz again")
+            cells.append(f"{accuracy:.2f}")
         lines.append(f"| {labeler} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -333,8 +344,7 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
     files = metrics_files(params, dirs)
     if require_all:
         check_records(dirs)
-    label = next(entry["performance"]["label"] for entry in paper.tier_spec(params, TIER)
-                 ["datasets"] if entry["dataset"] == params["experiments"][EXPERIMENT]["dataset"])
+    label = performance_label(params)
     with tempfile.TemporaryDirectory(prefix="proxy-table-") as tmp:
         stage, root = Path(tmp) / "out", Path(tmp) / "results"
         for path in files:  # the seeds' folders as one results/ for `wscat paper-table`
@@ -380,6 +390,18 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
             for stale in out.glob(f"{FIGURE}.*"):
                 stale.unlink()
     return written
+
+
+def performance_label(params: dict[str, Any]) -> str:
+    """The label of the paper tier's performance table for the experiment's dataset; a tier
+    without one is a one-line refusal (the seeds' params.yaml is not a proxy run's)."""
+    dataset = params["experiments"][EXPERIMENT]["dataset"]
+    for entry in paper.tier_spec(params, TIER)["datasets"]:
+        if entry["dataset"] == dataset:
+            return entry["performance"]["label"]
+    raise ValueError(f"params.yaml of the seeds: the paper tier '{TIER}' has no table of dataset "
+                     f"'{dataset}', so there is no Table 2 to render; unpack the runs' "
+                     "OUT/seed{s}.tar.gz unchanged")
 
 
 def partial_note(present: list[int], expected: list[int]) -> str:

@@ -687,3 +687,43 @@ def test_a_json_file_that_is_not_an_object_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"x.json: a metrics file that is not a JSON object "
                                          r"\(a list\)"):
         proxy_table.code_commits(tmp_path)
+
+
+@pytest.mark.parametrize("accuracy", ["61.0", None, True, -1.0, 100.5, "NaN"])
+def test_labelers_refuse_an_accuracy_that_is_not_a_percentage(tmp_path: Path, accuracy) -> None:
+    """wscat/steps/pseudo.py writes `accuracy` as a percentage (100 × the share right); text was a
+    format error without the file's name, null a '-' as if the report were missing, and NaN,
+    true, -1 or 100.5 were printed as if measured."""
+    make_seed(tmp_path, 1)
+    report = tmp_path / "seed1" / "pseudo" / PROXY / MODEL / "mt" / "seed1.json"
+    value = math.nan if accuracy == "NaN" else accuracy
+    report.write_text(json.dumps({"seed": 1, "accuracy": value}))
+    dirs = proxy_table.seed_dirs(tmp_path)
+    with pytest.raises(ValueError, match=r"mt/seed1.json: accuracy .* is not a percentage "
+                                         r"\(0 to 100\)"):
+        proxy_table._labelers(proxy_table.read_seeds(dirs), dirs)
+
+
+def test_labelers_print_the_ends_of_the_range(tmp_path: Path) -> None:
+    for seed, accuracy in ((1, 0), (2, 100)):
+        make_seed(tmp_path, seed)
+        (tmp_path / f"seed{seed}" / "pseudo" / PROXY / MODEL / "mt" / f"seed{seed}.json"
+         ).write_text(json.dumps({"seed": seed, "accuracy": accuracy}))
+    dirs = proxy_table.seed_dirs(tmp_path)
+    assert proxy_table._labelers(proxy_table.read_seeds(dirs), dirs).endswith(
+        "| mt | 0.00 | 100.00 |\n")
+
+
+def test_a_tier_without_the_datasets_table_is_one_line(tmp_path: Path) -> None:
+    """render reads the label of the tier's performance table for the experiment's dataset
+    (seed 1's params.yaml: the cifar10-proxy entry's performance label, Tab-RQ1-CIFAR10); a tier
+    without that dataset was a StopIteration traceback, now a one-line refusal through main."""
+    params = base_params()
+    tier = params["paper"][PROXY]
+    tier["datasets"] = [entry for entry in tier["datasets"] if entry["dataset"] != PROXY]
+    make_seed(tmp_path / "seeds", 1, params=params)
+    assert proxy_table.performance_label(base_params()) == "Tab-RQ1-CIFAR10"
+    with pytest.raises(ValueError, match=f"tier '{PROXY}' has no table of dataset '{PROXY}'"):
+        proxy_table.performance_label(params)
+    assert proxy_table.main(["--seeds-dir", str(tmp_path / "seeds"), "--expect", "1"]) == 2
+    assert not (tmp_path / "seeds" / "table").exists()
