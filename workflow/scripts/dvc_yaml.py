@@ -1,7 +1,8 @@
 """Generate dvc.yaml from the Snakemake DAG (the DAG is defined once, in the Snakefile).
 
 One DVC stage per experiment: it runs Snakemake on the experiment's table, depends on the
-workflow and the package, reads the params.yaml sections the experiment uses, and declares the
+workflow, the package, its dataset's archives (present or not) and the generated images its runs
+train on, reads the params.yaml sections the experiment uses, and declares the
 table and every per-(method, seed) metrics file that Snakemake's DAG produces for it; its metric
 is the per-method summary, so `dvc metrics diff` shows per-method changes after a params change
 and `dvc repro`. By default only the demo's experiment (what a bare `snakemake` builds) has a
@@ -39,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from wscat import own_method, paths  # noqa: E402  (this repo's package)
 from wscat import targets  # noqa: E402
+from wscat import workflow as wf  # noqa: E402
 from wscat.config import ConfigError, load_params, method_for  # noqa: E402
 
 HEADER = """\
@@ -80,12 +82,14 @@ def used_methods(params: dict[str, Any], experiment: dict[str, Any]) -> list[str
     every methods.<name> section whose change can change the table."""
     used: set[str] = set()
     pending = list(experiment["methods"])
+    dataset = experiment["dataset"]
     while pending:
         name = pending.pop()
         if name in used:
             continue
         used.add(name)
-        knobs = method_for(params, name)
+        # on the experiment's dataset, as the DAG reads them (a per_dataset labeler counted)
+        knobs = method_for(params, name, dataset)
         # generated_labeler counts only when there are generated images to label
         labelers = (knobs.get("labeler"), knobs.get("generated") and knobs.get("generated_labeler"))
         for other in (params["methods"][name].get("base"), *labelers):
@@ -138,7 +142,12 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
     experiment = params["experiments"][name]
     table = targets.experiment_targets(params, name)
     outputs = snakemake_outputs(root, table)
-    archives = sorted(path for path, rule in outputs if rule.startswith("fetch_"))
+    # The archives of the datasets it splits, from params.yaml: Snakemake has a fetch rule only
+    # for the archives missing now (wscat.workflow.fetch_groups), so its DAG alone would drop
+    # the archives from the deps (and the fetch stage, and gpu=1) once they are on disk.
+    datasets = {paths.field(path, paths.SPLIT, "dataset") for path, rule in outputs
+                if rule == "split"}
+    archives = sorted({path for each in datasets for path in wf.archives(params, each)})
     fetched = {path for fetch in fetches.values() for out in fetch["outs"] for path in out}
     if archives and not set(archives) <= fetched:  # one stage per archive (proxy: CIFAR-10s)
         fetches.setdefault(f"fetch-{experiment['dataset']}",
@@ -150,6 +159,12 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
     per_run = sorted(path for path, rule in outputs if rule == "evaluate" and path not in claimed)
     runs = sorted(path for path, rule in outputs if rule == "train" and path.endswith("/dvclive"))
     logs = [path for path in runs if path not in claimed]
+    # DMAT's generated images: an input of the trainings that use them (wscat.workflow.
+    # training_inputs), so a dep, as the archives are
+    generated = sorted({str(images) for images in (
+        method_for(params, paths.field(run, paths.DVCLIVE, "method"),
+                   paths.field(run, paths.DVCLIVE, "dataset")).get("generated")
+        for run in runs) if images})
     claimed.update(per_run + logs)
     curves.extend(plots(params, name, runs))
     dataset = experiment["dataset"]
@@ -158,7 +173,7 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
         # dataset: one GPU, the jobs take turns on it.
         "cmd": (f"snakemake --cores 4 --resources gpu=1 -- {' '.join(table)}" if archives
                 else f"snakemake --cores 2 -- {' '.join(table)}"),
-        "deps": DEPS + archives + own_files(params, experiment),
+        "deps": DEPS + archives + generated + own_files(params, experiment),
         "params": [f"experiments.{name}", f"datasets.{dataset}", f"training.{dataset}",
                    f"models.{experiment['model']}",
                    *(f"methods.{method}" for method in used_methods(params, experiment)),
