@@ -24,8 +24,9 @@ What is checked, and from which fact:
   the metric and nowhere else; a table: false stage has no metric), each list sorted (--check
   compares byte for byte);
 - an output belongs to one stage only (DVC refuses a path two stages declare): the runs shared
-  with an earlier experiment stay there, and each archive has one fetch-<dataset> stage (cached
-  output, persist: true, params: its datasets section), but every experiment's plots draw all of
+  with an earlier experiment stay there, and each archive of a paper dataset has one
+  fetch-<dataset> stage (cached output, persist: true, params: its datasets section; your own
+  npz is a dep only, its stage without the GPU limit: docs/workflow.md, "Your own images"), but every experiment's plots draw all of
   its runs, three per experiment (loss, natural, the robust curve the method selects on: CW for
   cw, PGD for hm, none for natural/last; the dataset's per_dataset override counted), DVCLive's
   files `<run>/dvclive/plots/metrics/<column>.tsv` on the `step` axis;
@@ -271,6 +272,26 @@ def test_a_paper_dataset_fetches_its_archive_once_and_takes_turns_on_one_gpu(roo
         assert stages[name]["deps"] == ["Snakefile", "workflow", "wscat", ARCHIVE]
     assert stages["c10"]["params"][:4] == ["experiments.c10", "datasets.cifar10",
                                            "training.cifar10", "models.wrn-16-4"]
+
+
+def test_your_own_npz_is_a_dep_never_a_fetch_stages_output(dag) -> None:
+    """docs/workflow.md ("Your own images"): your file is no job's output, so `snakemake -F`
+    never deletes it; likewise no DVC stage's (a cached output that `dvc checkout` would put back
+    over your file), but a dep (a new file reruns the table), and no GPU limit (the CPU
+    default's two jobs at a time), whether or not Snakemake has a fetch rule for it now."""
+    params = real_params()
+    params["datasets"]["mine"] = {"source": "npz", "path": "path/to/mine.npz", "labelled": 24}
+    params["experiments"] = {"mine": experiment("mine", "cnn", ["standard"])}
+    tex = "results/tables/mine.tex"
+    dag[tex] = [(tex, "table"), ("results/splits/mine/seed1.npz", "split"),
+                ("results/metrics/mine/cnn/standard/seed1.json", "evaluate")]
+    for fetch_rule in ([], [("path/to/mine.npz", "fetch_mine")]):  # present, then missing
+        dag[tex][3:] = fetch_rule
+        fetches: dict[str, Any] = {}
+        stage = dvc_yaml.stage(params, ROOT, "mine", set(), fetches, [])
+        assert fetches == {}
+        assert stage["cmd"] == f"snakemake --cores 2 -- {tex}"
+        assert stage["deps"] == ["Snakefile", "workflow", "wscat", "path/to/mine.npz"]
 
 
 def test_a_table_false_experiment_builds_its_paper_tables_without_a_metric(dag) -> None:

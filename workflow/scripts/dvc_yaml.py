@@ -98,6 +98,12 @@ def used_methods(params: dict[str, Any], experiment: dict[str, Any]) -> list[str
     return sorted(used)
 
 
+def paper_dataset(params: dict[str, Any], dataset: str) -> bool:
+    """Whether a dataset is read from a paper dataset's archives (CIFAR, ImageNet32: a fetch
+    stage, a GPU's work), not from your own npz (source: npz) or the embedded digits."""
+    return params["datasets"][dataset].get("source", dataset) not in ("npz", "digits")
+
+
 def fetch_stage(dataset: str, archives: list[str]) -> dict[str, Any]:
     """data/raw/ under DVC: the archives are this stage's cached outputs (`dvc push` shares
     them); persist keeps a placed archive, which `wscat fetch` then only verifies."""
@@ -148,10 +154,15 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
     datasets = {paths.field(path, paths.SPLIT, "dataset") for path, rule in outputs
                 if rule == "split"}
     archives = sorted({path for each in datasets for path in wf.archives(params, each)})
+    # Your own npz (`wscat add-dataset`) is a dep, never a fetch stage's output: DVC would cache
+    # it and `dvc checkout` could put an older copy over your file (Snakemake's DAG makes it no
+    # job's output either); a paper dataset's archives are (`dvc push` shares them).
+    papers = sorted({path for each in datasets if paper_dataset(params, each)
+                     for path in wf.archives(params, each)})
     fetched = {path for fetch in fetches.values() for out in fetch["outs"] for path in out}
-    if archives and not set(archives) <= fetched:  # one stage per archive (proxy: CIFAR-10s)
+    if papers and not set(papers) <= fetched:  # one stage per archive (proxy: CIFAR-10s)
         fetches.setdefault(f"fetch-{experiment['dataset']}",
-                           fetch_stage(experiment["dataset"], archives))
+                           fetch_stage(experiment["dataset"], papers))
     outs = [path for path, rule in outputs
             if rule in ("table", "paper_table") and not path.endswith(".json")]
     summary = [path for path, rule in outputs if rule == "table" and path.endswith(".json")]
@@ -169,9 +180,9 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
     curves.extend(plots(params, name, runs))
     dataset = experiment["dataset"]
     return {
-        # The embedded default: no gpu limit, two jobs side by side on a laptop's CPU; a paper
-        # dataset: one GPU, the jobs take turns on it.
-        "cmd": (f"snakemake --cores 4 --resources gpu=1 -- {' '.join(table)}" if archives
+        # The embedded default or your own npz: no gpu limit, two jobs side by side on a
+        # laptop's CPU; a paper dataset: one GPU, the jobs take turns on it.
+        "cmd": (f"snakemake --cores 4 --resources gpu=1 -- {' '.join(table)}" if papers
                 else f"snakemake --cores 2 -- {' '.join(table)}"),
         "deps": DEPS + archives + generated + own_files(params, experiment),
         "params": [f"experiments.{name}", f"datasets.{dataset}", f"training.{dataset}",
