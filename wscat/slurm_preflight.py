@@ -52,6 +52,22 @@ class Job:
     mem_mb: Any = None
     gpu: Any = 0
     sources: dict[str, str] = field(default_factory=dict)
+    cpus_per_task: Any = None  # sent as --cpus-per-task in place of threads when set
+    mem_mb_per_cpu: Any = None  # sent as --mem-per-cpu in place of mem_mb when set
+
+    def asked(self) -> tuple[tuple[str, Any], tuple[str, Any]]:
+        """(the CPUs, the memory in MB) a node must have for the job, each with the key it came
+        from, as the plugin (2.8.0) asks sbatch: cpus_per_task (at least 1) over threads,
+        mem_mb_per_cpu times those CPUs over mem_mb."""
+        cpus: tuple[str, Any] = ("threads", self.threads)
+        if isinstance(self.cpus_per_task, int):
+            cpus = ("cpus_per_task", max(1, self.cpus_per_task))
+        mem: tuple[str, Any] = ("mem_mb", self.mem_mb)
+        if self.mem_mb_per_cpu is not None:
+            per_cpu, n = self.mem_mb_per_cpu, cpus[1]
+            mem = ("mem_mb_per_cpu", per_cpu * n if isinstance(per_cpu, int)
+                   and isinstance(n, int) else None)
+        return cpus, mem
 
 
 def cli_args() -> Any:
@@ -143,7 +159,7 @@ def _number(text: str) -> int:
 
 def check_jobs(jobs: dict[str, Job], found: dict[str, Partition]) -> None:
     """Refuse a rule whose partition is not the cluster's, that asks for GPUs a partition lacks,
-    or for more CPUs or memory than the partition's largest node has."""
+    or for more CPUs or memory than the partition's largest node has (`Job.asked`)."""
     names = ", ".join(sorted(found)) or "none"
     default = next((p.name for p in found.values() if p.default), None)
     with_gpus = sorted(p.name for p in found.values() if p.gpus)
@@ -164,13 +180,16 @@ def check_jobs(jobs: dict[str, Job], found: dict[str, Partition]) -> None:
             raise PreflightError(f"rule {rule} asks for gpu: {job.gpu} but partition {name} has "
                                  f"no GPUs; {elsewhere} use workflow/profiles/slurm-cpu "
                                  "(gpu: 0; export WSCAT_DEVICE=cpu)")
-        for what, asked, most, unit in (("threads", job.threads, part.cpus, "CPUs"),
-                                        ("mem_mb", job.mem_mb, part.mem_mb, "MB")):
+        (cpu_key, cpus), (mem_key, mem) = job.asked()
+        for what, asked, most, unit in ((cpu_key, cpus, part.cpus, "CPUs"),
+                                        (mem_key, mem, part.mem_mb, "MB")):
             if isinstance(asked, int) and most and asked > most:
+                per_cpu = (f" = {job.mem_mb_per_cpu} MB per CPU × {cpus} CPUs"
+                           if what == "mem_mb_per_cpu" else "")
                 raise PreflightError(
-                    f"rule {rule} asks for {asked} {unit} ({job.sources.get(what, what)}) but the "
-                    f"largest node of partition {name} has {most} (`sinfo -h -p {name} -o "
-                    f"\"%c %m\"`); lower it in the profile")
+                    f"rule {rule} asks for {asked} {unit} ({job.sources.get(what, what)}"
+                    f"{per_cpu}) but the largest node of partition {name} has {most} (`sinfo -h "
+                    f"-p {name} -o \"%c %m\"`); lower it in the profile")
 
 
 def check(default_resources: dict[str, Any], set_resources: dict[str, dict[str, Any]],
@@ -195,7 +214,9 @@ def check(default_resources: dict[str, Any], set_resources: dict[str, dict[str, 
         jobs[rule] = Job(asked.get("slurm_partition"), asked.get("_cores", 1),
                          asked.get("mem_mb"), asked.get("gpu", 0),
                          {"partition": source("slurm_partition"), "mem_mb": source("mem_mb"),
-                          "threads": threads})
+                          "threads": threads, "cpus_per_task": source("cpus_per_task"),
+                          "mem_mb_per_cpu": source("mem_mb_per_cpu")},
+                         asked.get("cpus_per_task"), asked.get("mem_mb_per_cpu"))
     check_jobs(jobs, partitions())
 
 

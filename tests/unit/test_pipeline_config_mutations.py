@@ -592,6 +592,29 @@ def test_more_cpus_or_memory_than_the_largest_node_is_refused_every_rule_checked
                          {"odd": Partition("odd", default=True)})
 
 
+def test_cpus_per_task_and_mem_mb_per_cpu_are_what_sbatch_is_asked() -> None:
+    """The pinned plugin (2.8.0: partitions.get_job_cpu_requirement, submit_string) sends
+    --cpus-per-task from cpus_per_task (at least 1) in place of threads, and --mem-per-cpu from
+    mem_mb_per_cpu in place of mem_mb: a node needs mem_mb_per_cpu × those CPUs."""
+    sources = {"cpus_per_task": "the profile's default-resources: cpus_per_task",
+               "mem_mb_per_cpu": "rule train's mem_mb_per_cpu"}
+    assert refused({"train": Job(None, threads=1, cpus_per_task=9, sources=sources)}).startswith(
+        "rule train asks for 9 CPUs (the profile's default-resources: cpus_per_task) but the "
+        "largest node of partition cpu has 8")
+    # threads beyond the node are not what sbatch is asked when cpus_per_task is set
+    preflight.check_jobs({"train": Job(None, threads=64, cpus_per_task=8)}, CLUSTER)
+    preflight.check_jobs({"train": Job(None, threads=64, cpus_per_task=0)}, CLUSTER)  # 1 CPU
+    assert refused({"train": Job(None, threads=4, mem_mb=10, mem_mb_per_cpu=4001,
+                                 sources=sources)}) .startswith(
+        "rule train asks for 16004 MB (rule train's mem_mb_per_cpu = 4001 MB per CPU × 4 CPUs) "
+        "but the largest node of partition cpu has 16000")
+    # 4000 MB × 4 CPUs = 16000 fits; mem_mb beyond the node is not asked when per CPU is set
+    preflight.check_jobs({"train": Job(None, threads=4, mem_mb=10 ** 6, mem_mb_per_cpu=4000)},
+                         CLUSTER)
+    assert "asks for 18000 MB" in refused(
+        {"train": Job(None, threads=1, cpus_per_task=3, mem_mb_per_cpu=6000)})
+
+
 def test_each_number_names_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_cluster(monkeypatch)
     with pytest.raises(PreflightError) as error:  # the rule's own mem_mb, not default-resources'
@@ -602,6 +625,10 @@ def test_each_number_names_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
         preflight.check({}, {}, {"evaluate": 2},
                         {"train": {"_cores": 16}, "evaluate": {"_cores": 2}})
     assert "16 CPUs (rule train's threads)" in str(error.value)
+    with pytest.raises(PreflightError) as error:
+        preflight.check({"cpus_per_task": 12}, {}, {}, {"train": {"_cores": 1,
+                                                                  "cpus_per_task": 12}})
+    assert "12 CPUs (the profile's default-resources: cpus_per_task)" in str(error.value)
     # a local rule may be named in set-resources and set-threads
     preflight.check({}, {"table": {"mem_mb": 100}}, {"table": 1}, {"train": {"_cores": 1}},
                     {"table"})
