@@ -294,6 +294,20 @@ def test_your_own_npz_is_a_dep_never_a_fetch_stages_output(dag) -> None:
         assert stage["deps"] == ["Snakefile", "workflow", "wscat", "path/to/mine.npz"]
 
 
+def test_an_archive_shared_in_part_is_the_output_of_one_fetch_stage(
+        root: Path, dag, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DVC refuses an output that two stages declare: a dataset whose archives are in part an
+    earlier fetch stage's gets a fetch stage of the others only; its table depends on all."""
+    extra = "data/raw/extra.bin"
+    real = dvc_yaml.wf.archives
+    monkeypatch.setattr(dvc_yaml.wf, "archives", lambda params, dataset: (
+        [ARCHIVE, extra] if dataset == "cifar10" else real(params, dataset)))
+    stages = rendered(root, every=True)["stages"]
+    assert stages["fetch-cifar10-proxy"]["outs"] == [{ARCHIVE: {"persist": True}}]
+    assert stages["fetch-cifar10"]["outs"] == [{extra: {"persist": True}}]
+    assert stages["c10"]["deps"] == ["Snakefile", "workflow", "wscat", ARCHIVE, extra]
+
+
 def test_a_table_false_experiment_builds_its_paper_tables_without_a_metric(dag) -> None:
     params = real_params()  # digits-table2: table: false, Tab-RQ1-digits of the digits tier
     tex = "results/paper/digits/Tab-RQ1-digits.tex"

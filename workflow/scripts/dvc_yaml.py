@@ -160,9 +160,10 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
     papers = sorted({path for each in datasets if paper_dataset(params, each)
                      for path in wf.archives(params, each)})
     fetched = {path for fetch in fetches.values() for out in fetch["outs"] for path in out}
-    if papers and not set(papers) <= fetched:  # one stage per archive (proxy: CIFAR-10s)
+    unfetched = [path for path in papers if path not in fetched]  # each archive in one stage
+    if unfetched:  # (the proxy's archive is CIFAR-10's: one fetch stage for the two)
         fetches.setdefault(f"fetch-{experiment['dataset']}",
-                           fetch_stage(experiment["dataset"], papers))
+                           fetch_stage(experiment["dataset"], unfetched))
     outs = [path for path, rule in outputs
             if rule in ("table", "paper_table") and not path.endswith(".json")]
     summary = [path for path, rule in outputs if rule == "table" and path.endswith(".json")]
