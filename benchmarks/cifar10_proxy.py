@@ -537,12 +537,15 @@ def run_record(jobs: list[Job], seed: int, elapsed: float, schedule: dict[str, A
                watch: GpuWatch, calls: list[dict[str, Any]]) -> dict[str, Any]:
     """run.json: the machine, the schedule, every step's status and seconds (and GPU memory where
     nvidia-smi saw it), and the calls (`record_call`): each step's seconds are those of the call
-    that did it, and `one_call` says whether one call did every step."""
+    that did it, and `one_call` says whether one call did every step. A step kept from a call
+    that left no record (stopped, by `timeout` say, before it wrote calls.json) has no call: it
+    was done by another call than the recorded ones, so the seed's steps took more than one."""
     did = step_calls(calls)
     complete = all(job.status == "done" for job in jobs)
     by = {did[job.name][0] for job in jobs if job.name in did}
+    unrecorded = [job.name for job in jobs if job.name not in did]
     return {"seed": seed, "machine": machine(), "wall_s": round(elapsed, 1), **schedule,
-            "complete": complete, "one_call": complete and len(by) == 1,
+            "complete": complete, "one_call": complete and len(by) == 1 and not unrecorded,
             "calls": [{"call": c["call"], "wall_s": c["wall_s"]} for c in calls],
             "gpu_peak_gib": round(watch.peak_gib, 2) if watch.busy else None,
             "steps": [{"name": job.name, "status": job.status, "kept": job.kept,

@@ -355,6 +355,21 @@ def test_one_call_needs_every_step_done_by_the_same_recorded_call(tmp_path: Path
     assert [s["call"] for s in record["steps"]] == [1, 1]
 
 
+def test_a_step_kept_from_a_call_that_left_no_record_is_no_one_call(tmp_path: Path) -> None:
+    """Call 1 stopped (`timeout 590` past a slow reap) before it wrote calls.json: the steps it
+    finished are kept by the next call, which cannot say that one call did every step; it once
+    said so, and proxy_table's line read "in one call"."""
+    (tmp_path / "proxy").mkdir()
+    resumed = [Job("split", [], status="done", kept=True),
+               Job("table", [], status="done", seconds=2.0)]
+    calls = cifar10_proxy.record_call(tmp_path, resumed, 30.0)
+    assert [c["call"] for c in calls] == [1]
+    record = cifar10_proxy.run_record(resumed, 1, 30.0, {}, cifar10_proxy.GpuWatch(resumed),
+                                      calls)
+    assert record["complete"] and record["one_call"] is False
+    assert [(s["kept"], s["call"]) for s in record["steps"]] == [(True, None), (False, 1)]
+
+
 # ------------------------------------------------------------------ the seed's folder, published
 
 
