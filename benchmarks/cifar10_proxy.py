@@ -725,6 +725,10 @@ def main() -> int:
         print(f"cifar10_proxy: seed {args.seed} may run: its params match the committed seeds' "
               f"({seeds_dir_of(args) or 'none compared'})")
         return 0
+    if args.results.exists() and not args.results.is_dir():
+        print(f"cifar10_proxy: error: --results {args.results}: a file, not a folder; pass a "
+              "folder (default results/)", file=sys.stderr)
+        return 2
     params_file = args.results / "proxy" / "params.yaml"
     text = yaml.safe_dump(params, sort_keys=False)
     if params_file.is_file() and params_file.read_text() != text:

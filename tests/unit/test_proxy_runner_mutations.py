@@ -655,3 +655,15 @@ def test_the_returned_checkpoint_is_wscat_s_best_within_16_mib(tmp_path: Path) -
     assert cifar10_proxy.return_checkpoint(real_params(2), results, 2, out) == (
         out / "wscat-seed2-best.pt")
     assert (out / "wscat-seed2-best.pt").stat().st_size == 16 * 2**20
+
+
+def test_a_results_that_is_a_file_is_refused_before_writing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """--results a file: one line, exit 2, nothing written (it was a NotADirectoryError
+    traceback after OUT was made)."""
+    (tmp_path / "results").write_text("")
+    code, handed = call_main(monkeypatch, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2 and handed == {} and err.count("\n") == 1
+    assert err.startswith(f"cifar10_proxy: error: --results {tmp_path / 'results'}: a file")
+    assert not (tmp_path / "out").exists() and (tmp_path / "results").read_text() == ""
