@@ -125,7 +125,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
             ended = [a for a in job.alongside if by_name[a].status in ("failed", "killed")]
             if ended:
                 proc.kill()
-                proc.wait()
+                _reap({name: proc}, say)  # at most REAP_S: a step stuck in the kernel goes on
                 job.status, job.seconds = "killed", now - job.started
                 del running[name]
                 say(f"[{_clock(now - t0)}] killed {name} ({job.seconds:.0f} s): {ended[0]}, "

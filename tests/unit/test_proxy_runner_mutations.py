@@ -143,6 +143,39 @@ def test_a_partner_killed_ends_its_alongside_job_which_is_reaped_and_its_needers
     assert len(started) == 3 and all(proc.returncode is not None for proc in started)
 
 
+def test_a_partner_s_failure_cannot_hang_the_runner_on_a_stuck_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extra part ended because its core part failed is waited for at most REAP_S, as at
+    the deadline (`_reap`): one stuck in the kernel (a hung GPU call) must not hang the runner
+    past `timeout` and lose the call's record; it once waited with no limit."""
+    real = subprocess.Popen
+
+    class Stuck:
+        pid, returncode = 4343, None
+
+        def poll(self) -> None:
+            return None
+
+        def kill(self) -> None:
+            pass
+
+        def wait(self, timeout: float | None = None) -> int:
+            if timeout is None:
+                raise AssertionError("a killed step waited for with no time limit")
+            raise subprocess.TimeoutExpired("extra", timeout)
+
+    monkeypatch.setattr(jobrunner.subprocess, "Popen",
+                        lambda argv, **kwargs: Stuck() if argv[-1] == "stuck"
+                        else real(argv, **kwargs))
+    jobs = [Job("core", sh("exit 3")), Job("extra", sh("stuck"), alongside=["core"])]
+    for job in jobs:
+        job.log = tmp_path / f"{job.name}.log"
+    lines: list[str] = []
+    run_jobs(jobs, parallel=2, say=lines.append, deadline_s=8.0)
+    assert [job.status for job in jobs] == ["failed", "killed"]
+    assert "extra (pid 4343) had not ended 10 s after it was killed" in lines
+
+
 def test_kept_only_with_every_output(tmp_path: Path) -> None:
     (tmp_path / "a").write_text("")
     done = Job("dep", [], status="done", kept=True)
