@@ -40,19 +40,25 @@ What is checked, and from which fact:
   report, of this seed only, those that exist.
 - main (DEVELOPERS.md, the script's docstring and --help): `--check` writes nothing and exits 0;
   a complete call exits 0 and says to commit, one with a step failed or killed exits 1 and says
-  not to; the tarball, run.json and summary.md are this seed's; OUT's files are 0644; the
-  schedule recorded is what ran (`evaluations` after without MPS, beside under it; `mps`);
-  run_jobs gets --deadline and the script's own start as `since`; the npz's path is recorded
-  absolute; other params than --results was made with, and a --results that is a file, are
-  refused in one line, exit 2, with nothing written; --seeds-dir is the folder compared with (its params must match), the
-  repository's seeds only with the repository's params.yaml.
+  not to; the tarball, run.json and summary.md are this seed's; OUT's files are 0644 (and
+  the tarball's entries 0644/0755, owned by no one) even under a umask of 077; the schedule
+  recorded is what ran (`evaluations` after without MPS, beside under it; `mps`); run_jobs
+  gets --deadline and the script's own start as `since`; the npz's path is recorded absolute;
+  other params than --results was made with, and a --results that is a file, are refused in
+  one line, exit 2, with nothing written; --seeds-dir is the folder compared with (its params
+  must match), the repository's seeds only with the repository's params.yaml.
+- summary.md: a kept step names the call that did it and its seconds there, the calls' walls,
+  a killed step's log tail (15 lines), this seed's pseudo-label report only, each run's epochs,
+  mean seconds an epoch and accuracies; card_jobs: one step per `threads` cores and at most one
+  per `gib_per_step` GiB, never 0; GpuWatch: the peak over samples, the memory of running steps
+  only; results.tar.gz: no .pt, no .npz, the params; the returned checkpoint: WSCAT's best.pt,
+  at most 16 MiB.
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import functools
-import gzip
 import json
 import os
 import stat
@@ -78,6 +84,14 @@ PROXY = "cifar10-proxy"
 
 def sh(script: str) -> list[str]:
     return ["/bin/sh", "-c", script]
+
+
+@pytest.fixture
+def private_umask() -> Any:
+    """A umask of 077 (files 0600, folders 0700), as a lent machine may have."""
+    old = os.umask(0o077)
+    yield
+    os.umask(old)
 
 
 # ---------------------------------------------------------------------------- the scheduler
@@ -386,6 +400,12 @@ def test_one_call_needs_every_step_done_by_the_same_recorded_call(tmp_path: Path
     record = cifar10_proxy.run_record(again, 1, 0.5, {}, watch, calls)
     assert record["complete"] and record["one_call"]  # call 1 did every step
     assert [s["call"] for s in record["steps"]] == [1, 1]
+    cut = [Job("split", [], status="done", kept=True),  # table's files gone: it ran, and failed
+           Job("table", [], status="failed", seconds=1.0)]
+    calls = cifar10_proxy.record_call(tmp_path, cut, 2.0)
+    record = cifar10_proxy.run_record(cut, 1, 2.0, {}, watch, calls)
+    assert (record["complete"], record["one_call"]) == (False, False)
+    assert [s["call"] for s in record["steps"]] == [1, 1]  # the last call in which it was done
 
 
 def test_a_step_kept_from_a_call_that_left_no_record_is_no_one_call(tmp_path: Path) -> None:
@@ -439,7 +459,8 @@ def test_seed_files_are_this_seeds_small_files_that_exist(tmp_path: Path) -> Non
         name for name in names if name != f"metrics/{PROXY}/wrn-16-4/trades/seed2-extra.json")
 
 
-def test_publish_packs_seed_s_folder_only_from_this_call(tmp_path: Path) -> None:
+def test_publish_packs_seed_s_folder_only_from_this_call(tmp_path: Path,
+                                                         private_umask: None) -> None:
     results, out = tmp_path / "results", tmp_path / "out"
     names = seed_tree(results, 2)
     out.mkdir()
@@ -467,7 +488,7 @@ def test_publish_packs_seed_s_folder_only_from_this_call(tmp_path: Path) -> None
     assert files["seed2/progress.log"] == "[00:00] start split\n"
     assert json.loads(files["seed2/run.json"]) == record
     assert all(stat.S_IMODE(m.mode) == (0o755 if m.isdir() else 0o644) and m.uid == 0
-               for m in members.values())
+               and m.uname == "" for m in members.values())  # anyone reads it once unpacked
 
 
 # -------------------------------------------------------------------------------------- main
@@ -526,7 +547,8 @@ def test_check_only_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def test_a_complete_call_publishes_its_seed_and_says_to_commit(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+        private_umask: None) -> None:
     monkeypatch.chdir(tmp_path)
     results = tmp_path / "results"
     seed_tree(results, 1)
@@ -550,7 +572,8 @@ def test_a_complete_call_publishes_its_seed_and_says_to_commit(
     assert (record["seed"], record["complete"], record["one_call"]) == (2, True, True)
     assert (record["mps"], record["evaluations"], record["jobs"]) == (False, "after", 2)
     assert files["seed2/summary.md"].decode().startswith("# CIFAR-10 proxy, seed 2\n")
-    assert all(stat.S_IMODE(path.stat().st_mode) == 0o644 for path in (tmp_path / "out").iterdir())
+    assert all(stat.S_IMODE(path.stat().st_mode) == 0o644
+               for path in (tmp_path / "out").iterdir())
 
 
 @pytest.mark.parametrize("status", ["failed", "killed"])
@@ -624,8 +647,8 @@ def test_summary_steps_tails_pseudo_labels_and_runs(tmp_path: Path,
                  "curves mt": {"status": "done", "seconds": 3.0}}}]
     text = cifar10_proxy.summary(real_params(2), jobs, results, 2, None, 45.0, "", None, calls)
     assert text.startswith("# CIFAR-10 proxy, seed 2\n")
-    assert "| split | kept (call 1) | 5 |\n| train mt | killed | 560 |\n| curves mt | done | 3 |\n" \
-        in text
+    assert ("| split | kept (call 1) | 5 |\n| train mt | killed | 560 |\n"
+            "| curves mt | done | 3 |\n") in text
     assert "call 1 570 s; call 2 45 s" in text
     assert "pseudo-label accuracy of mt on the 10 unlabelled images: 60.00%" in text
     assert "99.00" not in text
