@@ -191,7 +191,8 @@ def _percents(path: str, numbers: Any, keys: tuple[str, ...]) -> dict[str, float
 
 def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> None:
     """Fig-beta, one panel per dataset; the chosen beta maximises the validation harmonic mean
-    of natural and PGD accuracy (the paper's tuning rule), and is recorded in the CSV."""
+    of natural and PGD accuracy (the paper's tuning rule; a tie: the smaller beta), and is
+    recorded in the CSV."""
     entries = paper.tier_spec(params, tier)["datasets"]
     seeds = paper.tier_spec(params, tier)["beta"]["seeds"]
     fig, axes = _panels(len(entries))
