@@ -38,8 +38,10 @@ What is checked, and from which fact:
   are refused, an accuracy outside [0, 100] (wscat.metrics.is_percent) is refused.
 - robustness curves (module docstring, paper-tables.md): rows carry the method's display name,
   the seed, the panel's x key (eps, steps), each accuracy at its own x as a float; a file whose
-  check lacks numbers or has one fewer accuracy than x values, or another grid, is refused;
-  the line drawn per method is the mean over its seeds at each x, per
+  check lacks numbers or has one fewer accuracy than x values, or another grid, is refused; an
+  accuracy that is not a finite percentage (NaN, null, 140) or a file that is not a JSON object
+  of checks is refused in one line naming the file (was: NaN drawn and written as `nan`, a
+  null a TypeError); the line drawn per method is the mean over its seeds at each x, per
   dataset and panel, each seed's dots beside it; the dotted lines are the table's eps and PGD
   steps; the x ticks read eps as k/255 where it is one (_eps_label's docstring) and steps as
   integers; the title names the seeds the mean is over; the CSV is every row;
@@ -500,6 +502,25 @@ def test_robustness_refuses_a_check_without_one_accuracy_per_x(
     path = _extra(tmp_path / "e.json", eps_accuracy, steps_accuracy)
     with pytest.raises(ValueError, match=r"e\.json: no pgd_(eps|steps)_monotone numbers"):
         robustness.rows({("wscat", 1): path}, {})
+
+
+@pytest.mark.parametrize("bad", [float("nan"), None, 140.0, -1.0, "40", True])
+def test_robustness_refuses_an_accuracy_that_is_no_percentage(tmp_path: Path, bad: Any) -> None:
+    """A NaN was drawn as a gap and written `nan` to the CSV as if measured; a null was a
+    TypeError traceback."""
+    path = _extra(tmp_path / "e.json", [60.0, 40.0, 5.0], [42.0, bad, 40.5])
+    with pytest.raises(ValueError, match=r"e\.json: pgd_steps_monotone's accuracy at steps 10 is "
+                                         r".*not a finite percentage"):
+        robustness.rows({("wscat", 1): path}, {})
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"checks": [1]}', "{not json",
+                                  '{"checks": {"pgd_eps_monotone": [1]}}'])
+def test_robustness_refuses_a_file_that_is_not_an_extra_metrics_object(tmp_path: Path,
+                                                                      text: str) -> None:
+    (tmp_path / "e.json").write_text(text)
+    with pytest.raises(ValueError, match=r"e\.json: "):
+        robustness.rows({("wscat", 1): tmp_path / "e.json"}, {})
 
 
 def test_robustness_refuses_another_grid(tmp_path: Path) -> None:

@@ -16,6 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from wscat.errors import first_line
+from wscat.metrics import is_percent
+
 NAME = "robustness-curves"
 # (check, its x key, the x axis's label) per panel, in the figure's order
 PANELS = (("pgd_eps_monotone", "eps", "eps (L-inf budget)"),
@@ -25,17 +28,26 @@ PANELS = (("pgd_eps_monotone", "eps", "eps (L-inf budget)"),
 def rows(extras: Mapping[tuple[str, int], Path], names: Mapping[str, str],
          dataset: str = "") -> list[dict]:
     """One row per (method, seed, panel, x), under `dataset`: the PGD accuracy (%) each extra
-    metrics file's check recorded. A file without those checks, or whose grid differs from the
-    others', is a one-line ValueError naming it."""
+    metrics file's check recorded. A file that is not a JSON object, one without those checks,
+    whose grid differs from the others', or with an accuracy that is not a finite percentage in
+    [0, 100] (wscat.metrics.is_percent: NaN would be drawn as a gap and written as if measured)
+    is a one-line ValueError naming it."""
     out, grids = [], {}
     for (method, seed), path in extras.items():
-        checks = json.loads(Path(path).read_text()).get("checks") or {}
+        checks = _checks(path)
         for check, key, _ in PANELS:
-            found = checks.get(check) or {}
+            found = checks.get(check)
+            found = found if isinstance(found, dict) else {}
             xs, accuracy = found.get(key), found.get("accuracy")
-            if not xs or not accuracy or len(xs) != len(accuracy):
+            if (not isinstance(xs, list) or not isinstance(accuracy, list) or not xs
+                    or len(xs) != len(accuracy)):
                 raise ValueError(f"{path}: no {check} numbers (its gradient-masking checks); "
-                                 "pass the extra metrics file `wscat evaluate --part extra` wrote")
+                                 f"{PASS_EXTRA}")
+            for x, a in zip(xs, accuracy):
+                if not is_percent(a):
+                    raise ValueError(f"{path}: {check}'s accuracy at {key} {x} is "
+                                     f"{json.dumps(a)}, not a finite percentage in [0, 100]; "
+                                     f"{PASS_EXTRA}")
             if grids.setdefault(key, (xs, path))[0] != xs:
                 raise ValueError(f"{path}: its {check} ran at {key} {xs}, "
                                  f"{grids[key][1]}'s at {grids[key][0]}; evaluate every run "
@@ -44,6 +56,24 @@ def rows(extras: Mapping[tuple[str, int], Path], names: Mapping[str, str],
                         "panel": key, "x": x, "accuracy": float(a)}
                        for x, a in zip(xs, accuracy))
     return out
+
+
+PASS_EXTRA = "pass the extra metrics file `wscat evaluate --part extra` wrote"
+
+
+def _checks(path: Path) -> dict:
+    """The `checks` object of an extra metrics file ({} where it has none), or a one-line
+    ValueError naming a file that is not a readable JSON object."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON file ({first_line(error)}); "
+                         f"{PASS_EXTRA}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a JSON {type(data).__name__}, not an extra metrics file's "
+                         f"object; {PASS_EXTRA}")
+    checks = data.get("checks")
+    return checks if isinstance(checks, dict) else {}
 
 
 def _eps_label(value: float) -> str:
