@@ -26,6 +26,10 @@ What is checked, and from which fact:
   and its own histogram; an analysis of other methods is refused.
 - Fig-feature (docstring): one CSV row per (method, point): the training index and true label
   from the analysis file, x and y the t-SNE's first and second coordinate, every method kept.
+- both (wscat/steps/analyse.py's docstring: `cos` methods x images, `tsne` methods x images x 2,
+  an `index` and `label` per image): an analysis file short of a method's row or an image, with
+  no such array, or with a NaN, is refused in one line (was: zip dropped the method or image
+  unseen, a NaN cosine made the CSV's mean `nan`, a missing array a KeyError traceback).
 - training curves (docstring, workflow.md): loss terms on the left panel, val_ columns on the
   right (their legend without `val_`), against the epoch column, lr and seconds not drawn;
   read_train_log refuses a log without epoch or loss or any val_ column, with no rows, with an
@@ -53,6 +57,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +304,46 @@ def test_similarity_refuses_an_analysis_of_other_methods(params: dict[str, Any],
     with pytest.raises(ValueError, match="analyses wscat, rlfat, trades, params.yaml asks for "
                                          "trades, rlfat, wscat"):
         figures.similarity_figure(params, TIER, str(tmp_path), tmp_path / "Fig-similarity")
+    assert saved.table is None
+
+
+def _similarity_file(root: Path, **arrays: Any) -> None:
+    path = Path(paper.analysis_file(TIER, "Fig-similarity", "digits", str(root)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, methods=np.array(["trades", "rlfat", "wscat"]), **arrays)
+
+
+def _feature_file(root: Path, **arrays: Any) -> None:
+    path = Path(paper.analysis_file(TIER, "Fig-feature", "digits", str(root)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, methods=np.array(["wscat", "wscat-fixed", "wscat-self"]), **arrays)
+
+
+NAN_ROW = np.array([[0.5, 0.6], [0.5, np.nan], [0.5, 0.6]])
+
+
+@pytest.mark.parametrize("figure, arrays, says", [
+    ("Fig-similarity", {"cos": np.ones((2, 5))}, "`cos` is float64 (2, 5), not the finite numbers "
+                                                 "of shape (3, 5)"),
+    ("Fig-similarity", {"cos": NAN_ROW}, "`cos` is float64 (3, 2), not the finite"),
+    ("Fig-similarity", {"cos": np.ones((3, 0))}, "`cos` is float64 (3, 0)"),
+    ("Fig-similarity", {}, "`cos` is none"),
+    ("Fig-feature", {"tsne": np.ones((3, 2, 2)), "index": np.arange(3), "label": np.arange(3)},
+     "`index` is int64 (3,), not the finite numbers of shape (2,)"),
+    ("Fig-feature", {"tsne": np.ones((3, 2, 2)), "index": np.arange(2)}, "`label` is none"),
+    ("Fig-feature", {"tsne": np.ones((2, 2, 2)), "index": np.arange(2), "label": np.arange(2)},
+     "`tsne` is float64 (2, 2, 2), not the finite numbers of shape (3, 2, 2)"),
+])
+def test_an_analysis_short_of_a_method_or_an_image_or_with_nan_is_refused(
+        params: dict[str, Any], tmp_path: Path, saved: Saved, figure: str,
+        arrays: dict[str, np.ndarray], says: str) -> None:
+    """A method's row or an image's label short was dropped from the figure by zip, unseen; a
+    NaN cosine made the CSV's mean `nan`; a missing array was a KeyError traceback."""
+    params["paper"][TIER]["datasets"] = params["paper"][TIER]["datasets"][:1]
+    (_similarity_file if figure == "Fig-similarity" else _feature_file)(tmp_path, **arrays)
+    draw = figures.similarity_figure if figure == "Fig-similarity" else figures.feature_figure
+    with pytest.raises(ValueError, match=re.escape(says)):
+        draw(params, TIER, str(tmp_path), tmp_path / figure)
     assert saved.table is None
 
 

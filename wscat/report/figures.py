@@ -266,8 +266,17 @@ def unlabel_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -
     save(fig, prefix, table)
 
 
-def _analysis(path: str, methods: list[str]) -> dict[str, np.ndarray]:
-    """An analysis file (`wscat analyse`), checked to hold the methods params.yaml asks for."""
+# What each analysed figure draws, per array: its shape ("m": a row per method, "n": one per
+# image, the same n in every array), as wscat.steps.analyse writes it.
+ANALYSIS_ARRAYS = {"Fig-similarity": {"cos": ("m", "n")},
+                   "Fig-feature": {"tsne": ("m", "n", 2), "index": ("n",), "label": ("n",)}}
+
+
+def _analysis(path: str, methods: list[str], figure: str) -> dict[str, np.ndarray]:
+    """An analysis file (`wscat analyse`), checked to hold the methods params.yaml asks for and
+    the arrays `figure` draws (ANALYSIS_ARRAYS): finite numbers, a row per method and as many
+    images in each (a method or an image short would be left out of the figure unseen, a NaN
+    drawn as a gap and written into the CSV)."""
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}
@@ -278,6 +287,18 @@ def _analysis(path: str, methods: list[str]) -> dict[str, np.ndarray]:
     if found != methods:
         raise ValueError(f"{path} analyses {', '.join(found)}, params.yaml asks for "
                          f"{', '.join(methods)}; rerun `wscat analyse`")
+    images = None
+    for key, shape in ANALYSIS_ARRAYS[figure].items():
+        array = arrays.get(key)
+        if array is not None and array.ndim == len(shape) and images is None:
+            images = array.shape[shape.index("n")]
+        wanted = tuple({"m": len(methods), "n": images}.get(size, size) for size in shape)
+        if (array is None or array.shape != wanted or not images
+                or not np.issubdtype(array.dtype, np.number) or not np.isfinite(array).all()):
+            found = "none" if array is None else f"{array.dtype} {array.shape}"
+            raise ValueError(f"{path}: its `{key}` is {found}, not the finite numbers of shape "
+                             f"{wanted} {figure} draws; rerun `wscat analyse` (or its Snakemake "
+                             "rule)")
     return arrays
 
 
@@ -290,7 +311,7 @@ def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path
     table = []
     for ax, entry in zip(axes[0], entries):
         path = paper.analysis_file(tier, "Fig-similarity", entry["dataset"], root)
-        cos = _analysis(path, spec["methods"])["cos"]
+        cos = _analysis(path, spec["methods"], "Fig-similarity")["cos"]
         bins = np.linspace(-0.2, 1.0, 61)
         for method, values in zip(spec["methods"], cos):
             ax.hist(values, bins=bins, alpha=0.5, label=display_name(method), density=True)
@@ -315,7 +336,7 @@ def feature_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -
     table = []
     for row, entry in enumerate(entries):
         path = paper.analysis_file(tier, "Fig-feature", entry["dataset"], root)
-        data = _analysis(path, spec["methods"])
+        data = _analysis(path, spec["methods"], "Fig-feature")
         chosen, y = data["index"], data["label"]
         for col, (method, points) in enumerate(zip(spec["methods"], data["tsne"])):
             ax = axes[row][col]
