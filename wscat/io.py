@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from wscat.errors import OutputError, os_error_line
+from wscat.errors import OutputError, first_line, os_error_line
 
 # A step refuses to start when its output's file system has less free space than this.
 MIN_FREE_BYTES = 1 << 20
@@ -93,6 +93,22 @@ def write_text(path: str | Path, text: str) -> None:
 def write_json(path: str | Path, data: Any) -> None:
     """Write JSON atomically, pretty-printed with sorted keys (diff-friendly, deterministic)."""
     write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_json_object(path: str | Path, what: str, remedy: str) -> dict[str, Any]:
+    """A JSON file that must hold an object, or a one-line ValueError: "{path}: not a readable
+    JSON file (why); {remedy}" or "{path}: a JSON list, not {what}; {remedy}". A missing file
+    stays a FileNotFoundError, for the caller to say what makes it."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a readable JSON file ({first_line(error)}); "
+                         f"{remedy}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a JSON {type(data).__name__}, not {what}; {remedy}")
+    return data
 
 
 def disk_full(path: str | Path) -> bool:

@@ -26,7 +26,7 @@ import pandas as pd  # noqa: E402
 
 from wscat.errors import NPZ_ERRORS, first_line  # noqa: E402
 from wscat.metrics import harmonic_mean, is_percent  # noqa: E402
-from wscat.io import atomic_path, check_writable  # noqa: E402
+from wscat.io import atomic_path, check_writable, read_json_object  # noqa: E402
 from wscat.report import paper  # noqa: E402
 from wscat.report.names import display_name  # noqa: E402
 from wscat.report.table import seed_std  # noqa: E402
@@ -151,15 +151,9 @@ def _load(path: str, run: paper.Run) -> dict[str, Any]:
     from wscat.steps.table import check_run_file
 
     try:
-        data = json.loads(Path(path).read_text())
+        data = read_json_object(path, "the object of a run's numbers", _remake(path))
     except FileNotFoundError:
         raise ValueError(missing_input(path)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not a readable JSON file ({first_line(error)}); "
-                         f"{_remake(path)}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a JSON {type(data).__name__}, not the object of a run's "
-                         f"numbers; {_remake(path)}")
     check_run_file(path, data, run)
     return data
 

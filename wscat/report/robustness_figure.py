@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from wscat.errors import first_line
+from wscat.io import read_json_object
 from wscat.metrics import is_percent
 
 NAME = "robustness-curves"
@@ -65,13 +66,10 @@ def _checks(path: Path) -> dict:
     """The `checks` object of an extra metrics file ({} where it has none), or a one-line
     ValueError naming a file that is not a readable JSON object."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = read_json_object(path, "an extra metrics file's object", PASS_EXTRA)
+    except FileNotFoundError as error:
         raise ValueError(f"{path}: not a readable JSON file ({first_line(error)}); "
                          f"{PASS_EXTRA}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a JSON {type(data).__name__}, not an extra metrics file's "
-                         f"object; {PASS_EXTRA}")
     checks = data.get("checks")
     return checks if isinstance(checks, dict) else {}
 
