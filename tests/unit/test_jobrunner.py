@@ -167,10 +167,8 @@ def test_the_deadline_and_clock_count_from_since(tmp_path: Path) -> None:
     assert any("killed train slow at the 3 s deadline" in line for line in lines)
 
 
-def test_steps_killed_at_the_deadline_are_reaped(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """A killed step is waited for, as the other kill path does: no zombie is left, and a step
-    still ending cannot be mistaken for one gone."""
+def record_popens(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen]:
+    """Every process run_jobs starts from now on, in order (its subprocess.Popen recorded)."""
     started: list[subprocess.Popen] = []
 
     class Recorded(subprocess.Popen):
@@ -179,6 +177,14 @@ def test_steps_killed_at_the_deadline_are_reaped(tmp_path: Path,
             started.append(self)
 
     monkeypatch.setattr(jobrunner.subprocess, "Popen", Recorded)
+    return started
+
+
+def test_steps_killed_at_the_deadline_are_reaped(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed step is waited for, as the other kill path does: no zombie is left, and a step
+    still ending cannot be mistaken for one gone."""
+    started = record_popens(monkeypatch)
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     jobs = [Job(name, sleeper, log=tmp_path / f"{name}.log") for name in ("a", "b")]
     run_jobs(jobs, parallel=2, say=[].append, deadline_s=0.5)

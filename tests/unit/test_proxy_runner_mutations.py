@@ -79,6 +79,8 @@ import cifar10_proxy  # noqa: E402
 import jobrunner  # noqa: E402
 from jobrunner import Job, run_jobs, startable  # noqa: E402
 
+from tests.unit.test_jobrunner import record_popens  # noqa: E402
+
 PROXY = "cifar10-proxy"
 
 
@@ -135,14 +137,7 @@ def test_run_jobs_fails_exit_1_skips_back_in_the_list_and_keeps_seconds_pid_env(
 
 def test_a_partner_killed_ends_its_alongside_job_which_is_reaped_and_its_needers_skipped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    started: list[subprocess.Popen] = []
-
-    class Recorded(subprocess.Popen):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            started.append(self)
-
-    monkeypatch.setattr(jobrunner.subprocess, "Popen", Recorded)
+    started = record_popens(monkeypatch)
     jobs = [Job("needs needs extra", sh("true"), ["needs extra"]),  # skipped in the same round
             Job("core", sh("exit 3")), Job("extra", sh("sleep 30"), alongside=["core"]),
             Job("extra of extra", sh("sleep 30"), alongside=["extra"]),
