@@ -11,8 +11,8 @@ tables), results.tar.gz (tables, metrics, logs, curves) and seed{s}/, the seed's
 commit as benchmarks/results/cifar10-proxy/seed{s}/ (`publish`; benchmarks/proxy_table.py renders
 Table 2 over such folders).
 
-    python benchmarks/cifar10_proxy.py --npz data/proxy/cifar10-proxy.npz --seed 1 --out "$OUT"
-    python benchmarks/cifar10_proxy.py --params tiny.yaml --jobs 2 --out /tmp/proxy   # a CPU check
+    python benchmarks/cifar10_proxy.py --npz data/proxy/cifar10-proxy.npz --seed 2 --out "$OUT"
+    python benchmarks/cifar10_proxy.py --params tiny.yaml --seed 1 --jobs 2 --out /tmp/p  # on a CPU
 
 Rerunning the same command continues where the last call stopped: a step whose output files are
 all in --results (results/, git-ignored, so it stays on a warm lent machine) is kept, not rerun
@@ -654,7 +654,12 @@ def checked_params(args: argparse.Namespace) -> dict[str, Any]:
     committed = seeds_dir_of(args)
     if committed is None or not any(committed.glob("seed*/params.yaml")):
         return raw  # no committed seed yet: nothing to match
-    for seed, folder in seed_dirs(committed).items():
+    done = seed_dirs(committed)
+    if args.seed in done:  # its call would be spent on a seed the table already holds
+        raise ValueError(f"--seed {args.seed}: seed {args.seed} is committed already "
+                         f"({done[args.seed]}); run a seed that {committed} lacks, or pass "
+                         "--seeds-dir for another table")
+    for seed, folder in done.items():
         key = seed_difference(load_params(folder / "params.yaml"), params)
         if key is not None:
             raise ValueError(f"these params differ from committed seed {seed}'s "
@@ -669,7 +674,9 @@ def main() -> int:
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--npz", type=Path, default=None,
                         help="the proxy's images as one npz (offline source; default: the archive)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, required=True,
+                        help="the seed to run: one that --seeds-dir does not hold yet (the "
+                             "paper's are 1, 2, 3)")
     parser.add_argument("--epochs", type=int, default=None, help="override training epochs")
     parser.add_argument("--jobs", type=int, default=None,
                         help="steps at once (they share the GPU); default: sized to the machine, "

@@ -906,8 +906,9 @@ def test_the_one_call_script_refuses_bad_input_before_writing(tmp_path: Path) ->
                         ("--out", str(tmp_path / "a-file")),
                         ("--seeds-dir", str(tmp_path / "a-file"))):
         out = [] if flag == "--out" else ["--out", str(tmp_path / "out")]
+        seed = [] if flag == "--seed" else ["--seed", "2"]
         result = subprocess.run([sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), flag,
-                                 value, *out, "--results", str(tmp_path / "results")],
+                                 value, *out, *seed, "--results", str(tmp_path / "results")],
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert f"cifar10_proxy: error: {flag} " in result.stderr
@@ -918,21 +919,21 @@ def test_the_one_call_script_refuses_bad_input_before_writing(tmp_path: Path) ->
 def test_a_seed_whose_params_would_not_join_the_committed_seeds_never_runs(proxy_run) -> None:
     """Before any step (`--check` alone, or the run itself): the params must match the
     committed seeds' in what the steps read, as benchmarks/proxy_table.py would refuse the seed
-    after the run; a change elsewhere in params.yaml does not matter. Seeds 2 and 3 cost a GPU
-    call each."""
+    after the run; a change elsewhere in params.yaml does not matter; a seed already committed
+    is refused. Seeds 2 and 3 cost a GPU call each."""
     tmp = proxy_run["tmp"]
     committed = tmp / "committed"
     _unpacked(proxy_run["out"], committed)
     params = yaml.safe_load(proxy_run["base"].read_text())
 
-    def check(name: str, change, npz: Path = proxy_run["npz"], *extra: str):
+    def check(name: str, change, npz: Path = proxy_run["npz"], *extra: str, seed: str = "2"):
         edited = copy.deepcopy(params)
         change(edited)
         base = tmp / f"{name}.yaml"
         base.write_text(yaml.safe_dump(edited, sort_keys=False))
         return subprocess.run(
             [sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--params", str(base),
-             "--npz", str(npz), "--seed", "2", "--seeds-dir", str(committed), "--results",
+             "--npz", str(npz), "--seed", seed, "--seeds-dir", str(committed), "--results",
              str(tmp / f"{name}-results"), "--out", str(tmp / f"{name}-out"), *extra],
             capture_output=True, text=True, timeout=300)
 
@@ -949,6 +950,9 @@ def test_a_seed_whose_params_would_not_join_the_committed_seeds_never_runs(proxy
     shutil.copyfile(proxy_run["npz"], moved)
     path = check("path", lambda p: None, moved, "--check")
     assert path.returncode == 2 and "dataset.path" in path.stderr, path.stderr
+    again = check("again", lambda p: None, seed="1")  # a run, not --check: seed 1 is in
+    assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
+    assert "--seed 1: seed 1 is committed already" in again.stderr, again.stderr
     assert not [p for p in tmp.iterdir() if p.name.endswith(("-results", "-out"))]
 
 
@@ -999,7 +1003,7 @@ def test_the_proxy_script_refuses_mps_on_where_it_cannot_run(tmp_path: Path) -> 
     env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
     (tmp_path / "no-seeds").mkdir()  # no committed seed to match
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--mps",
-                           "on", "--results", str(tmp_path / "results"), "--out",
+                           "on", "--seed", "2", "--results", str(tmp_path / "results"), "--out",
                            str(tmp_path / "out"), "--seeds-dir", str(tmp_path / "no-seeds")],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
