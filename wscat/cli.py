@@ -47,7 +47,10 @@ class TypedPath(type(Path())):  # type: ignore[misc]
 
 
 def path_value(text: str) -> Path:
-    """A path argument (every `type=Path` of the parser converts through this)."""
+    """A path argument (every `type=Path` of the parser converts through this); an empty one
+    is refused here, as Path("") would be the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a file or folder name")
     path = TypedPath(text)
     path.typed = text
     return path

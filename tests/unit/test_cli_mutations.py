@@ -181,6 +181,19 @@ def test_bad_threads_are_one_line(folder: Path, capsys: pytest.CaptureFixture[st
     refused([*TRAIN, "--threads", threads], capsys, phrase)
 
 
+@pytest.mark.parametrize("argv", [["curves", "--train-log", "log.csv", "--out", ""],
+                                  ["split", "--dataset", "digits", "--seed", "1", "--out", " "],
+                                  ["export", "--checkpoint", "", "--metrics", "m.json", "--out",
+                                   "m"]])
+def test_an_empty_path_is_one_line_naming_its_flag(folder: Path,
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   argv: list[str]) -> None:
+    """Path("") is the current folder: `--out ""` once said "PosixPath('.') has an empty name"."""
+    flag = argv[argv.index("") - 1] if "" in argv else "--out"
+    line = refused(argv, capsys, "an empty path; give a file or folder name")
+    assert line.startswith(f"wscat {argv[0]}: error: argument {flag}:"), line
+
+
 # --- defaults, as --help states them --------------------------------------------------------------
 
 def test_the_defaults_are_the_ones_help_states(monkeypatch: pytest.MonkeyPatch) -> None:
