@@ -54,16 +54,25 @@ class Job:
     sources: dict[str, str] = field(default_factory=dict)
     cpus_per_task: Any = None  # sent as --cpus-per-task in place of threads when set
     mem_mb_per_cpu: Any = None  # sent as --mem-per-cpu in place of mem_mb when set
+    cpus_per_gpu: Any = None  # sent as --cpus-per-gpu in place of threads by a GPU job
 
     def asked(self) -> tuple[tuple[str, Any], tuple[str, Any]]:
         """(the CPUs, the memory in MB) a node must have for the job, each with the key it came
-        from, as the plugin (2.8.0) asks sbatch: cpus_per_task (at least 1) over threads,
-        mem_mb_per_cpu times those CPUs over mem_mb."""
+        from, as the pinned plugins ask sbatch (snakemake-executor-plugin-slurm 2.8.0's
+        submit_string, the jobstep plugin 0.6.1's get_cpu_setting; a key of 0 counts as unset
+        there): cpus_per_task (at least 1; below 0, no CPU option, so 1) over a GPU job's
+        cpus_per_gpu × its GPUs (0 or below: no option) over threads; mem_mb_per_cpu × those
+        CPUs over mem_mb."""
         cpus: tuple[str, Any] = ("threads", self.threads)
-        if isinstance(self.cpus_per_task, int):
-            cpus = ("cpus_per_task", max(1, self.cpus_per_task))
+        if self.cpus_per_task:
+            cpus = ("cpus_per_task", max(1, self.cpus_per_task)
+                    if isinstance(self.cpus_per_task, int) else None)
+        elif self.cpus_per_gpu and self.gpu:
+            per_gpu, gpus = self.cpus_per_gpu, self.gpu
+            cpus = ("cpus_per_gpu", None if not isinstance(per_gpu, int) or not isinstance(
+                gpus, int) else max(1, per_gpu * gpus) if per_gpu > 0 else 1)
         mem: tuple[str, Any] = ("mem_mb", self.mem_mb)
-        if self.mem_mb_per_cpu is not None:
+        if self.mem_mb_per_cpu:
             per_cpu, n = self.mem_mb_per_cpu, cpus[1]
             mem = ("mem_mb_per_cpu", per_cpu * n if isinstance(per_cpu, int)
                    and isinstance(n, int) else None)
@@ -185,7 +194,9 @@ def check_jobs(jobs: dict[str, Job], found: dict[str, Partition]) -> None:
                                         (mem_key, mem, part.mem_mb, "MB")):
             if isinstance(asked, int) and most and asked > most:
                 per_cpu = (f" = {job.mem_mb_per_cpu} MB per CPU × {cpus} CPUs"
-                           if what == "mem_mb_per_cpu" else "")
+                           if what == "mem_mb_per_cpu" else
+                           f" = {job.cpus_per_gpu} per GPU × {job.gpu} GPUs"
+                           if what == "cpus_per_gpu" else "")
                 raise PreflightError(
                     f"rule {rule} asks for {asked} {unit} ({job.sources.get(what, what)}"
                     f"{per_cpu}) but the largest node of partition {name} has {most} (`sinfo -h "
@@ -215,8 +226,10 @@ def check(default_resources: dict[str, Any], set_resources: dict[str, dict[str, 
                          asked.get("mem_mb"), asked.get("gpu", 0),
                          {"partition": source("slurm_partition"), "mem_mb": source("mem_mb"),
                           "threads": threads, "cpus_per_task": source("cpus_per_task"),
-                          "mem_mb_per_cpu": source("mem_mb_per_cpu")},
-                         asked.get("cpus_per_task"), asked.get("mem_mb_per_cpu"))
+                          "mem_mb_per_cpu": source("mem_mb_per_cpu"),
+                          "cpus_per_gpu": source("cpus_per_gpu")},
+                         asked.get("cpus_per_task"), asked.get("mem_mb_per_cpu"),
+                         asked.get("cpus_per_gpu"))
     check_jobs(jobs, partitions())
 
 

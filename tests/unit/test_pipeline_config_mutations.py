@@ -607,9 +607,10 @@ def test_more_cpus_or_memory_than_the_largest_node_is_refused_every_rule_checked
 
 
 def test_cpus_per_task_and_mem_mb_per_cpu_are_what_sbatch_is_asked() -> None:
-    """The pinned plugin (2.8.0: partitions.get_job_cpu_requirement, submit_string) sends
-    --cpus-per-task from cpus_per_task (at least 1) in place of threads, and --mem-per-cpu from
-    mem_mb_per_cpu in place of mem_mb: a node needs mem_mb_per_cpu × those CPUs."""
+    """The pinned plugins (slurm 2.8.0's submit_string, with jobstep 0.6.1's get_cpu_setting)
+    send --cpus-per-task from cpus_per_task (at least 1) in place of threads, and --mem-per-cpu
+    from mem_mb_per_cpu in place of mem_mb: a node needs mem_mb_per_cpu × those CPUs. Each key
+    counts only when truthy there (`if job.resources.get(...)`): 0 is unset."""
     sources = {"cpus_per_task": "the profile's default-resources: cpus_per_task",
                "mem_mb_per_cpu": "rule train's mem_mb_per_cpu"}
     assert refused({"train": Job(None, threads=1, cpus_per_task=9, sources=sources)}).startswith(
@@ -617,7 +618,10 @@ def test_cpus_per_task_and_mem_mb_per_cpu_are_what_sbatch_is_asked() -> None:
         "largest node of partition cpu has 8")
     # threads beyond the node are not what sbatch is asked when cpus_per_task is set
     preflight.check_jobs({"train": Job(None, threads=64, cpus_per_task=8)}, CLUSTER)
-    preflight.check_jobs({"train": Job(None, threads=64, cpus_per_task=0)}, CLUSTER)  # 1 CPU
+    preflight.check_jobs({"train": Job(None, threads=64, cpus_per_task=-1)}, CLUSTER)  # none: 1
+    # cpus_per_task: 0 is unset: sbatch is asked --cpus-per-task=<threads>
+    assert refused({"train": Job(None, threads=64, cpus_per_task=0)}).startswith(
+        "rule train asks for 64 CPUs")
     assert refused({"train": Job(None, threads=4, mem_mb=10, mem_mb_per_cpu=4001,
                                  sources=sources)}) .startswith(
         "rule train asks for 16004 MB (rule train's mem_mb_per_cpu = 4001 MB per CPU × 4 CPUs) "
@@ -627,6 +631,29 @@ def test_cpus_per_task_and_mem_mb_per_cpu_are_what_sbatch_is_asked() -> None:
                          CLUSTER)
     assert "asks for 18000 MB" in refused(
         {"train": Job(None, threads=1, cpus_per_task=3, mem_mb_per_cpu=6000)})
+    # mem_mb_per_cpu: 0 is unset: sbatch is asked --mem <mem_mb>
+    assert refused({"train": Job(None, threads=1, mem_mb=16001, mem_mb_per_cpu=0)}).startswith(
+        "rule train asks for 16001 MB")
+
+
+def test_cpus_per_gpu_times_the_gpus_is_what_a_gpu_job_asks() -> None:
+    """get_cpu_setting (jobstep 0.6.1): a GPU job without cpus_per_task is sent
+    --cpus-per-gpu=N (with --gpus G) in place of threads, so a node needs N × G CPUs; N of 0 or
+    less sends no CPU option; a job without GPUs ignores cpus_per_gpu."""
+    sources = {"cpus_per_gpu": "the profile's set-resources: train: cpus_per_gpu"}
+    line = refused({"train": Job("gpu", threads=1, gpu=2, cpus_per_gpu=17, sources=sources)})
+    assert line.startswith("rule train asks for 34 CPUs (the profile's set-resources: train: "
+                           "cpus_per_gpu = 17 per GPU × 2 GPUs) but the largest node of "
+                           "partition gpu has 32"), line
+    preflight.check_jobs({"train": Job("gpu", threads=64, gpu=2, cpus_per_gpu=16)}, CLUSTER)
+    preflight.check_jobs({"train": Job("gpu", threads=64, gpu=2, cpus_per_gpu=-1)}, CLUSTER)
+    assert "asks for 64 CPUs" in refused({"train": Job("gpu", threads=64, gpu=2,
+                                                       cpus_per_gpu=0)})
+    preflight.check_jobs({"train": Job(None, threads=8, cpus_per_gpu=64)}, CLUSTER)  # no GPU
+    # cpus_per_task wins over cpus_per_gpu, and memory per CPU counts the GPUs' CPUs
+    preflight.check_jobs({"train": Job("gpu", gpu=2, cpus_per_task=4, cpus_per_gpu=64)}, CLUSTER)
+    assert "asks for 160000 MB" in refused({"train": Job("gpu", gpu=2, cpus_per_gpu=10,
+                                                         mem_mb_per_cpu=8000)})
 
 
 def test_each_number_names_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
