@@ -18,9 +18,9 @@ What is checked, and from which fact:
   that have an interval.
 - the validation figure (docstring): a run's points are its validated epochs only (an epoch
   without validation is no point, never a NaN drawn as data), each run (method, seed) its own
-  line in the panel of its selection metric (CW-20 where logged, else natural), the accuracy to
-  4 places, exactly one epoch marked: the one best.pt holds by the trainer's rule; a log
-  without a score column is refused in one line.
+  line in the panel of its selection metric (CW-20 where logged, PGD-20 for a run selected by
+  the harmonic mean, else natural), the accuracy to 4 places, exactly one epoch marked: the one
+  best.pt holds by the trainer's rule; a log without a score column is refused in one line.
 - the labels of `snakemake --report` (docstring): the method's and labeler's paper name, the
   seed, the epochs logged, the last validation scores (CW or PGD, upper-case, or "-" for a run
   without a robust validation), test accuracies to 2 places in the tables' row order.
@@ -251,6 +251,19 @@ def test_validation_rows_are_the_validated_epochs_of_each_run_and_seed(tmp_path:
          "checkpoint": True}]
 
 
+def test_a_run_selected_by_the_harmonic_mean_is_drawn_with_its_pgd_accuracy(
+        tmp_path: Path) -> None:
+    """selection: hm validates with PGD-20 (val_pgd) and keeps the best harmonic mean (score):
+    not a run without an attack, whose natural accuracy the figure would otherwise draw."""
+    fields = ["epoch", "loss", "val_natural", "val_pgd", "score"]
+    rows = [{"epoch": 1, "loss": 1.5, "val_natural": 60.0, "val_pgd": 20.0, "score": 30.0},
+            {"epoch": 2, "loss": 1.2, "val_natural": 70.0, "val_pgd": 18.0, "score": 28.6364}]
+    path = _log(tmp_path / "hm.csv", rows, fields)
+    plotted = vf.rows({("trades", 3): path}, {"trades": "hm"}, {"trades": "TRADES"})
+    assert [(r["metric"], r["epoch"], r["accuracy"], r["checkpoint"]) for r in plotted] == [
+        ("val_pgd", 1, 20.0, True), ("val_pgd", 2, 18.0, False)]
+
+
 def test_the_validation_figure_draws_a_line_per_run_and_dots_its_checkpoint(
         captured: Captured) -> None:
     plotted = [
@@ -286,6 +299,8 @@ def test_only_the_panels_of_logged_metrics_are_drawn(captured: Captured) -> None
                 "accuracy": 60.0, "checkpoint": True}]
     vf.validation_figure(plotted, Path("unused"))
     assert [ax.get_ylabel() for ax in captured.fig.axes] == ["validation natural accuracy (%)"]
+    vf.validation_figure([{**plotted[0], "metric": "val_pgd"}], Path("unused"))
+    assert [ax.get_ylabel() for ax in captured.fig.axes] == ["validation PGD-20 accuracy (%)"]
 
 
 # --- the labels of `snakemake --report` --------------------------------------------------------

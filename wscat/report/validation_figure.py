@@ -1,7 +1,9 @@
 """Every run's validation accuracy per epoch, over the seeds, in one picture: what checkpoint
 selection read (the labelled validation split), and which epoch each run's reported weights
-come from. Adversarially trained runs are judged by CW-20 accuracy, the others (the labelers,
-Standard) by natural accuracy: the paper's selection criteria (params.yaml `selection`)."""
+come from. Adversarially trained runs are judged by CW-20 accuracy (or, with `selection: hm`, by
+the harmonic mean of natural and PGD-20 accuracy: their PGD-20 accuracy is drawn), the others
+(the labelers, Standard) by natural accuracy: the paper's selection criteria (params.yaml
+`selection`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -12,7 +14,9 @@ import pandas as pd
 from wscat.report.figures import read_train_log
 
 PANELS = (("val_natural", "natural accuracy (%)", "runs without an attack: the labelers, Standard"),
-          ("val_cw", "CW-20 accuracy (%)", "adversarially trained runs"))
+          ("val_cw", "CW-20 accuracy (%)", "adversarially trained runs"),
+          ("val_pgd", "PGD-20 accuracy (%)",
+           "adversarially trained runs selected by the harmonic mean with natural accuracy"))
 
 
 def checkpoint_epoch(path: Path, selection: str) -> int:
@@ -33,12 +37,12 @@ def checkpoint_epoch(path: Path, selection: str) -> int:
 def rows(logs: Mapping[tuple[str, int], Path], selection: Mapping[str, str],
          names: Mapping[str, str]) -> list[dict]:
     """What the figure plots: one row per (method, seed, epoch) with a validation score, in its
-    panel's column (CW-20 where the run logged it, else natural), and whether the run's
-    checkpoint is that epoch's."""
+    panel's column (CW-20 where the run logged it, PGD-20 where it was selected by the harmonic
+    mean, else natural), and whether the run's checkpoint is that epoch's."""
     out = []
     for (method, seed), path in logs.items():
         log = read_train_log(path)
-        column = "val_cw" if "val_cw" in log.columns else "val_natural"
+        column = next((c for c in ("val_cw", "val_pgd") if c in log.columns), "val_natural")
         chosen = checkpoint_epoch(path, selection[method])
         for _, row in log.dropna(subset=[column]).iterrows():
             out.append({"method": names.get(method, method), "seed": seed,
