@@ -14,20 +14,22 @@ class DuplicateKeyError(yaml.YAMLError):
 
 
 def _node_paths(node: yaml.Node, path: str, paths: dict[yaml.Node, str]) -> None:
-    """The dotted path of every mapping node under `node` (iteratively: no recursion limit)."""
+    """The dotted path of every mapping node under `node` (iteratively: no recursion limit), in
+    document order: a node given again by an alias (`run: *base`) keeps the path where it is
+    written."""
     stack = [(node, path)]
     while stack:
         node, path = stack.pop()
         if node in paths:  # an alias of a node already seen
             continue
         paths[node] = path
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
+        if isinstance(node, yaml.MappingNode):  # pushed last first: popped in document order
+            for key, value in reversed(node.value):
                 name = key.value if isinstance(key, yaml.ScalarNode) else "?"
                 stack.append((value, f"{path}.{name}" if path else str(name)))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((value, f"{path}.{index}" if path else str(index))
-                         for index, value in enumerate(node.value))
+                         for index, value in reversed(list(enumerate(node.value))))
 
 
 _BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the same nodes, parsed in C

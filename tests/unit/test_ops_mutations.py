@@ -42,7 +42,8 @@ What is checked, and from which fact:
   option such as `--configfile table_mine.yaml` passes.
 - strict_yaml: a duplicate names its dotted path, both lines, and values of up to 40
   characters; keys YAML reads as one value (1 and 0x1) are one key, and so are two keys whose
-  value is the same alias; a mapping that holds itself loads, and an unhashable key is
+  value is the same alias; a duplicate in an anchored mapping is named where it is written, not
+  where an alias repeats it; a mapping that holds itself loads, and an unhashable key is
   SafeLoader's own error.
 - schema_messages: number hints for 1.e5 (1.0e+5) and 09 (not octal: 9.0, or 9 for an integer);
   what to write for a number read as text, with the integer or number the field wants (also
@@ -597,6 +598,11 @@ def test_keys_that_read_as_the_same_value_are_one_key() -> None:
 
 def test_a_key_given_twice_with_one_aliased_value_is_still_twice() -> None:
     assert _duplicate("v: &v 1\nrun: {a: *v, a: *v}\n").startswith("duplicate key run.a: ")
+
+
+def test_a_duplicate_in_an_anchored_mapping_is_named_where_it_is_written() -> None:
+    """The mapping is written under `base`; `run: *b` only names it again."""
+    assert _duplicate("base: &b {x: 1, x: 2}\nrun: *b\n").startswith("duplicate key base.x: ")
 
 
 def test_a_recursive_alias_and_an_unhashable_key_are_yamls_own_business() -> None:
