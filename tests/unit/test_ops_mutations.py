@@ -32,14 +32,14 @@ What is checked, and from which fact:
 - interrupted: each kind of file made from a run (metrics, extras, validation, curves PDF, a
   labeler's pseudo-labels) makes it named, with the first of them and "(and N more)"; a run with
   best.pt or nothing made from it is not; runs in folder order; the targets as given.
-- errors: WSCAT_DEBUG off for "", "0", "false", "no" (spaces around too); a first line is the
-  first with text; what np.load raises on an empty, truncated, text or folder .npz or a missing
-  key is anticipated (NPZ_ERRORS); each npz problem and OSError (errno by errno, the caller's path first) in one
-  line; an OutputError and a bare FileNotFoundError in their own words; exit 143 after SIGTERM,
-  130 after Ctrl-C, 2 for anticipated failures (EOFError and BadZipFile included), 1 for
-  unexpected ones; a Snakemake target no rule makes (after `--`, or a table_/paper_ name before
-  it that no rule has) is one line and exit 1, while a rule's name, an existing file or a file
-  option such as `--configfile table_mine.yaml` passes.
+- errors: WSCAT_DEBUG off for "", "0", "false", "no" (spaces around too); a first line is the first
+  with text; what np.load raises on an empty, truncated, text or folder .npz or a missing key is
+  anticipated (NPZ_ERRORS); a folder or a FIFO is no file; each npz problem and OSError (errno by
+  errno, the caller's path first) in one line; an OutputError and a bare FileNotFoundError in their
+  own words; exit 143 after SIGTERM, 130 after Ctrl-C, 2 for anticipated failures (EOFError and
+  BadZipFile included), 1 for unexpected ones; a Snakemake target no rule makes (after `--`, or a
+  table_/paper_ name before it that no rule has) is one line and exit 1, while a rule's name, an
+  existing file or a file option such as `--configfile table_mine.yaml` passes.
 - strict_yaml: a duplicate names its dotted path, both lines, and values of up to 40
   characters; keys YAML reads as one value (1 and 0x1) are one key, and so are two keys whose
   value is the same alias; a duplicate in an anchored mapping is named where it is written, not
@@ -487,6 +487,9 @@ def test_require_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as error:
         require_file(tmp_path / "nothing.npz", "no split at nothing.npz")
     assert str(error.value) == "no split at nothing.npz"
+    os.mkfifo(tmp_path / "pipe.npz")  # there, but no file: np.load would wait on it for ever
+    with pytest.raises(FileNotFoundError):
+        require_file(tmp_path / "pipe.npz", "no split at pipe.npz")
 
 
 @pytest.mark.parametrize("code, said", [
