@@ -28,9 +28,10 @@ class FromEnvironment(str):
 
 
 def device_default() -> str:
-    """--device's default: $WSCAT_DEVICE (marked as such) or auto."""
-    value = os.environ.get(DEVICE_ENV)
-    return "auto" if value is None else FromEnvironment(value)
+    """--device's default: $WSCAT_DEVICE (marked as such) where set and not empty (as a
+    shell's ${WSCAT_DEVICE:-auto}), else auto."""
+    value = os.environ.get(DEVICE_ENV, "").strip()
+    return FromEnvironment(value) if value else "auto"
 
 
 def _source(name: object) -> tuple[str, str]:

@@ -271,9 +271,10 @@ def test_the_default_device_is_the_environments_marked_as_such_else_auto(
     monkeypatch.setenv("WSCAT_DEVICE", "cuda:1")
     default = device_module.device_default()
     assert isinstance(default, FromEnvironment) and default == "cuda:1"
-    monkeypatch.setenv("WSCAT_DEVICE", "")  # set, so used: an empty name is no device, said so
-    with pytest.raises(ValueError, match="^WSCAT_DEVICE=: not a device wscat runs on"):
-        pick_device(device_module.device_default())
+    for empty in ("", " "):  # `export WSCAT_DEVICE=` is unset, as ${WSCAT_DEVICE:-auto} has it
+        monkeypatch.setenv("WSCAT_DEVICE", empty)
+        default = device_module.device_default()
+        assert default == "auto" and not isinstance(default, FromEnvironment)
 
 
 def test_threads_are_set_for_torch_one_included() -> None:
