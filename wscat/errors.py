@@ -60,10 +60,14 @@ def npz_problem(error: BaseException, path: object | None = None) -> str:
 
 def require_file(path: object, missing: str) -> None:
     """Raise FileNotFoundError(`missing`) when `path` does not exist, and a one-line ValueError
-    when it is a folder where a file belongs."""
+    when it is a folder, or something else that is no file (a pipe, a device), where a file
+    belongs (np.load would wait on a pipe for ever)."""
     if os.path.isdir(str(path)):
         raise ValueError(f"{path} is a folder, not a file; pass the file itself")
     if not os.path.isfile(str(path)):
+        if os.path.exists(str(path)):
+            raise ValueError(f"{path} is not a regular file (a pipe or a device); pass the "
+                             "file itself")
         raise FileNotFoundError(missing)
 
 

@@ -489,7 +489,8 @@ def test_require_file(tmp_path: Path) -> None:
         require_file(tmp_path / "nothing.npz", "no split at nothing.npz")
     assert str(error.value) == "no split at nothing.npz"
     os.mkfifo(tmp_path / "pipe.npz")  # there, but no file: np.load would wait on it for ever
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ValueError, match="pipe.npz is not a regular file .a pipe or a device.; "
+                       "pass the file itself$"):  # not "missing": it is there
         require_file(tmp_path / "pipe.npz", "no split at pipe.npz")
 
 
