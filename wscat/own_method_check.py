@@ -92,4 +92,7 @@ def check(knobs: dict[str, Any]) -> None:
 
 
 def _shown(annotation: Any) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+    """The annotation as written: a plain class by its name, anything else (Literal['a', 'b'],
+    int | None, Optional[float]) in full, without "typing.": a Literal's __name__ is 'Literal'."""
+    return (annotation.__name__ if isinstance(annotation, type)
+            else str(annotation).replace("typing.", ""))
