@@ -445,11 +445,13 @@ def test_inductor_determinism_follows_torch_s(backend_restored,
     import torch._inductor.config as inductor
 
     monkeypatch.setattr(torch, "compile", lambda model, mode: model)
-    monkeypatch.setattr(inductor, "deterministic", False)
-    for deterministic in (True, False):
-        speed.configure_backend(torch.device("cpu"), deterministic=deterministic)
-        speed.prepare_model(torch.nn.Linear(2, 2), channels_last=False, compile=True)
-        assert inductor.deterministic is deterministic
+    # inductor's config module is patched by its own `patch` (monkeypatch's undo left
+    # `deterministic` unreadable for the next torch.compile in the same process)
+    with inductor.patch(deterministic=False):
+        for deterministic in (True, False):
+            speed.configure_backend(torch.device("cpu"), deterministic=deterministic)
+            speed.prepare_model(torch.nn.Linear(2, 2), channels_last=False, compile=True)
+            assert inductor.deterministic is deterministic
 
 
 # --- the CPU threads record --------------------------------------------------------------------
