@@ -69,8 +69,10 @@ class Job:
                     if isinstance(self.cpus_per_task, int) else None)
         elif self.cpus_per_gpu and self.gpu:
             per_gpu, gpus = self.cpus_per_gpu, self.gpu
-            cpus = ("cpus_per_gpu", None if not isinstance(per_gpu, int) or not isinstance(
-                gpus, int) else max(1, per_gpu * gpus) if per_gpu > 0 else 1)
+            if not isinstance(per_gpu, int) or not isinstance(gpus, int):
+                cpus = ("cpus_per_gpu", None)
+            else:  # 0 or below: no CPU option, so sbatch's 1
+                cpus = ("cpus_per_gpu", max(1, per_gpu * gpus) if per_gpu > 0 else 1)
         mem: tuple[str, Any] = ("mem_mb", self.mem_mb)
         if self.mem_mb_per_cpu:
             per_cpu, n = self.mem_mb_per_cpu, cpus[1]

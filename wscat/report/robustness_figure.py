@@ -21,6 +21,7 @@ from wscat.io import read_json_object
 from wscat.metrics import is_percent
 
 NAME = "robustness-curves"
+PASS_EXTRA = "pass the extra metrics file `wscat evaluate --part extra` wrote"
 # (check, its x key, the x axis's label) per panel, in the figure's order
 PANELS = (("pgd_eps_monotone", "eps", "eps (L-inf budget)"),
           ("pgd_steps_monotone", "steps", "PGD steps (at eps)"))
@@ -57,9 +58,6 @@ def rows(extras: Mapping[tuple[str, int], Path], names: Mapping[str, str],
                         "panel": key, "x": x, "accuracy": float(a)}
                        for x, a in zip(xs, accuracy))
     return out
-
-
-PASS_EXTRA = "pass the extra metrics file `wscat evaluate --part extra` wrote"
 
 
 def _checks(path: Path) -> dict:
