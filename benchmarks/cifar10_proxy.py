@@ -6,10 +6,10 @@ The same `wscat` steps the Snakemake rules run for `results/tables/cifar10-proxy
 (WSCAT, Zhang et al., CVPR 2025), its companion beside the paper's CIFAR-10 numbers, training
 curves. The lent GPU machine has no Snakemake, so benchmarks/jobrunner.py runs the steps in
 dependency order, a few at a time, the Mean Teacher -> WSCAT chain first (`chain_priorities`).
-Progress goes to stdout and OUT/progress.log; OUT gets summary.md (machine, schedule, timings,
-tables), results.tar.gz (tables, metrics, logs, curves) and seed{s}/, the seed's small files to
-commit as benchmarks/results/cifar10-proxy/seed{s}/ (`publish`; benchmarks/proxy_table.py renders
-Table 2 over such folders).
+Progress goes to stdout, OUT/progress.log and results/proxy/progress.log (every call's); OUT gets
+summary.md (machine, schedule, timings, tables), results.tar.gz (tables, metrics, logs, curves)
+and seed{s}/, the seed's small files to commit as benchmarks/results/cifar10-proxy/seed{s}/
+(`publish`; benchmarks/proxy_table.py renders Table 2 over such folders).
 
     python benchmarks/cifar10_proxy.py --npz data/proxy/cifar10-proxy.npz --seed 2 --out "$OUT"
     python benchmarks/cifar10_proxy.py --params tiny.yaml --seed 1 --jobs 2 --out /tmp/p  # on a CPU
@@ -476,10 +476,12 @@ def bundle(results: Path, dataset: str, target: Path) -> None:
     steps' logs and the params file; not the checkpoints."""
     keep = [results / "tables", results / "metrics" / f"{EXPERIMENT}.json",
             results / "metrics" / dataset, results / "paper" / TIER, results / "curves" / dataset,
-            results / "pseudo" / dataset, results / "logs" / "proxy", results / "proxy"]
+            results / "pseudo" / dataset, results / "logs" / "proxy"]
+    proxy = [path for path in sorted((results / "proxy").glob("*"))  # not an earlier call's
+             if not (path.is_dir() and path.name.startswith("seed"))]  # staged seed (publish)
     logs = list((results / "models" / dataset).glob("*/*/*/train_log.csv"))
     with atomic_path(target) as tmp, tarfile.open(tmp, "w:gz") as tar:
-        for path in [p for p in keep if p.exists()] + logs:
+        for path in [p for p in keep if p.exists()] + proxy + logs:
             tar.add(path, arcname=str(Path("results") / path.relative_to(results)),
                     filter=lambda info: None if info.name.endswith((".pt", ".npz")) else info)
 
@@ -508,6 +510,8 @@ def labelers(params: dict[str, Any]) -> list[str]:
 
 
 CALLS = "calls.json"  # under results/proxy/: every call's wall time and the steps it ran
+PROGRESS = Path("proxy") / "progress.log"  # under results/: every call's progress lines (OUT's
+# progress.log has this call's where OUT starts empty, as on the lent machine)
 
 
 def record_call(results: Path, jobs: list[Job], elapsed: float) -> list[dict[str, Any]]:
@@ -566,7 +570,8 @@ def publish(params_file: Path, results: Path, seed: int, out: Path, record: dict
             files: list[Path]) -> Path:
     """OUT/seed{seed}.tar.gz, holding seed{seed}/: `files` at their places under results/ (so
     the project's path patterns find them with the folder as the root), the params file,
-    summary.md, progress.log and run.json; no checkpoints, no .npz. Unpack it into
+    summary.md, progress.log (every call's: PROGRESS) and run.json; no checkpoints, no .npz.
+    Unpack it into
     benchmarks/results/cifar10-proxy/ and commit the folder; benchmarks/proxy_table.py renders
     Table 2 from such folders. The folder is built under results/proxy/ first (a tarball, not a
     folder, leaves the lent machine whole: see OUT_FILES_MAX)."""
@@ -578,9 +583,10 @@ def publish(params_file: Path, results: Path, seed: int, out: Path, record: dict
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, copy)
     shutil.copyfile(params_file, staging / "params.yaml")
-    for name in ("summary.md", "progress.log"):
-        if (out / name).is_file():
-            shutil.copyfile(out / name, staging / name)
+    if (out / "summary.md").is_file():
+        shutil.copyfile(out / "summary.md", staging / "summary.md")
+    if (results / PROGRESS).is_file():
+        shutil.copyfile(results / PROGRESS, staging / "progress.log")
     write_json(staging / "run.json", record)
     target = out / f"seed{seed}.tar.gz"
     with atomic_path(target) as tmp, tarfile.open(tmp, "w:gz") as tar:
@@ -743,7 +749,7 @@ def main() -> int:
               f"({params_file}); its steps would be kept though stale. Delete it (or pass "
               "another --results) to start over.", file=sys.stderr)
         return 2
-    say = echo(args.out / "progress.log")
+    say = echo(args.out / "progress.log", args.results / PROGRESS)
     write_text(params_file, text)
     params = load_params(params_file)  # validated, as every step reads it
     say(f"CIFAR-10 proxy, seed {args.seed}, on {machine()}; params {params_file}")

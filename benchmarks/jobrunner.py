@@ -19,6 +19,7 @@ its core evaluation). The order changes timings only: every step is deterministi
 """
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -118,16 +119,17 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
             job.seconds = now - job.started
             job.status = "done" if proc.returncode == 0 else "failed"
             del running[name]
-            say(f"[{_clock(now - t0)}] {job.status} {name} ({job.seconds:.0f} s)"
-                + (f"; log {job.log}" if job.status == "failed" else ""))
+            say(_line(job, now - t0))
         for name, proc in list(running.items()):  # it would wait for an output never written
             job = by_name[name]
             ended = [a for a in job.alongside if by_name[a].status in ("failed", "killed")]
             if ended:
                 proc.kill()
                 _reap({name: proc}, say)  # at most REAP_S: a step stuck in the kernel goes on
-                job.status, job.seconds = "killed", now - job.started
                 del running[name]
+                if _ended(job, proc, now) != "killed":
+                    say(_line(job, now - t0))
+                    continue
                 say(f"[{_clock(now - t0)}] killed {name} ({job.seconds:.0f} s): {ended[0]}, "
                     "beside it, did not finish")
         changed = True
@@ -144,13 +146,16 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
                     job.status, job.kept, changed = "done", True, True
                     say(f"[{_clock(now - t0)}] kept {job.name} (outputs exist)")
         if deadline_s is not None and now - t0 > deadline_s:
-            for name, proc in running.items():
+            for proc in running.values():
                 proc.kill()
-                job = by_name[name]
-                job.status, job.seconds = "killed", now - job.started  # how long it had run
-                say(f"[{_clock(now - t0)}] killed {name} at the {deadline_s:.0f} s deadline "
-                    f"({job.seconds:.0f} s)")
             _reap(running, say)
+            for name, proc in running.items():
+                job = by_name[name]
+                if _ended(job, proc, now) == "killed":
+                    say(f"[{_clock(now - t0)}] killed {name} at the {deadline_s:.0f} s deadline "
+                        f"({job.seconds:.0f} s)")
+                else:  # it had ended as the deadline came: as any ended step
+                    say(_line(job, now - t0))
             for job in jobs:
                 if job.status == "pending":
                     job.status = "skipped"
@@ -175,6 +180,12 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
         time.sleep(0.5)
 
 
+def _line(job: Job, clock_s: float) -> str:
+    """The progress line of a step that ended by itself, done or failed."""
+    return (f"[{_clock(clock_s)}] {job.status} {job.name} ({job.seconds:.0f} s)"
+            + (f"; log {job.log}" if job.status == "failed" else ""))
+
+
 def _reap(running: dict[str, subprocess.Popen], say: Callable[[str], None],
           timeout_s: float = REAP_S) -> None:
     """Wait for the killed processes to end, so none is left a zombie; at most `timeout_s` for
@@ -186,6 +197,17 @@ def _reap(running: dict[str, subprocess.Popen], say: Callable[[str], None],
             proc.wait(timeout=max(0.0, until - time.monotonic()))
         except subprocess.TimeoutExpired:
             say(f"{name} (pid {proc.pid}) had not ended {timeout_s:.0f} s after it was killed")
+
+
+def _ended(job: Job, proc: subprocess.Popen, now: float) -> str:
+    """Record how a step sent SIGKILL had ended, once reaped, and return it: "done" where it had
+    exited 0 before the signal came (its outputs are whole: steps write atomically), "failed"
+    where it had exited otherwise, else "killed"; its seconds are how long it had run."""
+    code = proc.returncode
+    job.seconds = now - job.started
+    job.status = ("killed" if code in (None, -signal.SIGKILL) else
+                  "done" if code == 0 else "failed")
+    return job.status
 
 
 def _keeps(job: Job, deps: list[Job]) -> bool:
@@ -202,14 +224,16 @@ def tail(path: Path | None, lines: int = 15) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def echo(log: Path) -> Callable[[str], None]:
-    """A progress printer: stdout (flushed) and a log file."""
-    log.parent.mkdir(parents=True, exist_ok=True)
+def echo(*logs: Path) -> Callable[[str], None]:
+    """A progress printer: stdout (flushed) and the end of each log file."""
+    for log in logs:
+        log.parent.mkdir(parents=True, exist_ok=True)
 
     def say(line: str) -> None:
         print(line, flush=True)
-        with open(log, "a") as handle:
-            handle.write(line + "\n")
+        for log in logs:
+            with open(log, "a") as handle:
+                handle.write(line + "\n")
 
     return say
 

@@ -2,6 +2,7 @@
 no torch. The CIFAR-10 proxy's own graph is checked in tests/workflow/test_cifar10_proxy.py."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -190,6 +191,58 @@ def test_steps_killed_at_the_deadline_are_reaped(tmp_path: Path,
     run_jobs(jobs, parallel=2, say=[].append, deadline_s=0.5)
     assert [job.status for job in jobs] == ["killed", "killed"] and len(started) == 2
     assert all(proc.returncode is not None for proc in started)
+
+
+UNPOLLED = "# unpolled"  # in a job's command line: run_jobs's polls never see it end
+
+
+def unpolled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process whose command line holds UNPOLLED looks running to run_jobs's polls (as one
+    that exits between the last poll and the kill) until it is killed and reaped."""
+    class Unpolled(subprocess.Popen):
+        def poll(self) -> int | None:  # type: ignore[override]
+            if UNPOLLED in " ".join(self.args):
+                return self.returncode  # None until wait() reaps it
+            return super().poll()
+
+        def send_signal(self, sig: int) -> None:  # an exited process is a zombie: no effect
+            os.kill(self.pid, sig)
+
+    monkeypatch.setattr(jobrunner.subprocess, "Popen", Unpolled)
+
+
+@pytest.mark.parametrize("code, status", [(0, "done"), (3, "failed")])
+def test_a_step_that_had_ended_as_the_deadline_came_is_not_recorded_killed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, status: str) -> None:
+    """A step that exited as the deadline came keeps how it ended: exit 0 is "done" (its
+    outputs are whole, and the next call keeps it), not "killed"; a real kill stays "killed"."""
+    unpolled(monkeypatch)
+    quick = [sys.executable, "-c", f"raise SystemExit({code})  {UNPOLLED}"]
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    jobs = [Job("train quick", quick, log=tmp_path / "quick.log"),
+            Job("train slow", sleeper, log=tmp_path / "slow.log")]
+    lines: list[str] = []
+    run_jobs(jobs, parallel=2, say=lines.append, deadline_s=1.5)
+    assert [job.status for job in jobs] == [status, "killed"]
+    assert any(f"] {status} train quick (" in line for line in lines)
+    assert any("killed train slow at the 2 s deadline" in line for line in lines)
+    assert not any("killed train quick" in line for line in lines)
+
+
+def test_a_step_that_had_ended_as_its_partner_failed_is_not_recorded_killed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extra part that exited 0 as its core part failed is "done", not "killed"."""
+    unpolled(monkeypatch)
+    jobs = [Job("evaluate core", [sys.executable, "-c",
+                                  "import time; time.sleep(1); raise SystemExit(1)"],
+                log=tmp_path / "core.log"),
+            Job("evaluate extra", [sys.executable, "-c", f"pass  {UNPOLLED}"],
+                alongside=["evaluate core"], log=tmp_path / "extra.log")]
+    lines: list[str] = []
+    run_jobs(jobs, parallel=2, say=lines.append, deadline_s=30.0)
+    assert [job.status for job in jobs] == ["failed", "done"]
+    assert any("] done evaluate extra (" in line for line in lines)
+    assert not any("killed evaluate extra" in line for line in lines)
 
 
 def test_a_killed_step_that_does_not_end_cannot_hang_the_runner() -> None:

@@ -21,7 +21,7 @@ What is checked, and from which fact:
   steps that need a killed step are skipped.
 - _keeps: kept only when every output exists (one missing: the step runs again); _reap: the
   killed steps share one `timeout_s` in all; tail: the last 15 lines; echo: appends, so
-  progress.log keeps every line.
+  progress.log keeps every line, and writes each line to every log it is given.
 - chain_priorities / build_jobs (docstrings, DEVELOPERS.md "The schedule", 31 steps: six
   trainings, two pseudo-labellings, twelve evaluations, the tables, the companion, the curves):
   every step's dependencies and outputs by hand (a finished training is best.pt, last.pt and
@@ -34,8 +34,8 @@ What is checked, and from which fact:
   one stopped by `timeout` before it wrote calls.json, is no such proof), run.json names the
   seed, and each step's `kept`, seconds and call.
 - publish (its docstring, the README's layout): OUT/seed{s}.tar.gz is gzip, holds seed{s}/ only
-  with the files at their places under results/, the params, summary.md, progress.log and
-  run.json, nothing left from an earlier call's folder, entries readable by anyone (0644/0755).
+  with the files at their places under results/, the params, summary.md, progress.log (every
+  call's, from results/proxy/) and run.json, nothing left from an earlier call's folder, entries readable by anyone (0644/0755).
 - seed_files: every method's metrics, extra metrics and train log, each labeler's pseudo-label
   report, of this seed only, those that exist.
 - main (DEVELOPERS.md, the script's docstring and --help): `--check` writes nothing and exits 0;
@@ -220,6 +220,15 @@ def test_tail_is_the_last_15_lines_and_echo_appends(tmp_path: Path,
     say("second")
     assert (tmp_path / "out" / "progress.log").read_text() == "first\nsecond\n"
     assert capsys.readouterr().out == "first\nsecond\n"
+    # Every line goes to each log (OUT's, and results/proxy/'s that keeps every call's).
+    calls = tmp_path / "results" / "proxy" / "progress.log"
+    calls.parent.mkdir(parents=True)
+    calls.write_text("call 1\n")
+    both = jobrunner.echo(tmp_path / "out2" / "progress.log", calls)
+    both("third")
+    assert (tmp_path / "out2" / "progress.log").read_text() == "third\n"
+    assert calls.read_text() == "call 1\nthird\n"
+    assert capsys.readouterr().out == "third\n"
 
 
 # ------------------------------------------------------------------- the proxy's graph of steps
@@ -460,10 +469,12 @@ def test_publish_packs_seed_s_folder_only_from_this_call(tmp_path: Path,
     names = seed_tree(results, 2)
     out.mkdir()
     (out / "summary.md").write_text("# summary\n")
-    (out / "progress.log").write_text("[00:00] start split\n")
+    (out / "progress.log").write_text("[00:00] kept split (outputs exist)\n")  # this call's
     params_file = results / "proxy" / "params.yaml"
     params_file.parent.mkdir()
     params_file.write_text("seeds: [2]\n")
+    every_call = "[00:00] start split\n[00:00] kept split (outputs exist)\n"
+    (results / "proxy" / "progress.log").write_text(every_call)
     stale = results / "proxy" / "seed2" / "metrics" / "left-from-call-1.json"
     stale.parent.mkdir(parents=True)
     stale.write_text("{}")
@@ -480,7 +491,7 @@ def test_publish_packs_seed_s_folder_only_from_this_call(tmp_path: Path,
         "seed2/params.yaml", "seed2/summary.md", "seed2/progress.log", "seed2/run.json"])
     assert all(files[f"seed2/{name}"] == content(name) for name in names)
     assert files["seed2/params.yaml"] == "seeds: [2]\n"
-    assert files["seed2/progress.log"] == "[00:00] start split\n"
+    assert files["seed2/progress.log"] == every_call  # a seed two calls finished: both
     assert json.loads(files["seed2/run.json"]) == record
     assert all(stat.S_IMODE(m.mode) == (0o755 if m.isdir() else 0o644) and m.uid == 0
                and m.uname == "" for m in members.values())  # anyone reads it once unpacked
@@ -687,10 +698,16 @@ def test_results_tarball_has_no_checkpoint_nor_npz_and_the_params(tmp_path: Path
     names = seed_tree(results, 2)
     (results / "proxy").mkdir()
     (results / "proxy/params.yaml").write_text("seeds: [2]\n")
+    (results / "proxy/progress.log").write_text("[00:00] start split\n")
+    staged = results / "proxy/seed2/metrics/an-earlier-call.json"  # publish's, of the last call
+    staged.parent.mkdir(parents=True)
+    staged.write_text("{}")
     cifar10_proxy.bundle(results, PROXY, tmp_path / "results.tar.gz")
     with tarfile.open(tmp_path / "results.tar.gz", "r:gz") as tar:
         got = {name for name in tar.getnames() if "." in Path(name).name}
-    assert got == {f"results/{name}" for name in names} | {"results/proxy/params.yaml"}
+        assert not [name for name in tar.getnames() if "proxy/seed" in name]
+    assert got == {f"results/{name}" for name in names} | {"results/proxy/params.yaml",
+                                                           "results/proxy/progress.log"}
 
 
 def test_the_returned_checkpoint_is_wscat_s_best_within_16_mib(tmp_path: Path) -> None:

@@ -418,6 +418,10 @@ def test_a_second_call_keeps_every_finished_step(proxy_run) -> None:
     folder = _unpacked(again, tmp / "unpacked-again")
     record = json.loads((folder / "run.json").read_text())
     assert record["complete"] and record["one_call"]  # every step done by the first call
+    every_call = (folder / "progress.log").read_text()  # both calls' lines, in order
+    assert every_call.index("] start train wscat") < every_call.index("] kept train wscat")
+    with tarfile.open(again / "results.tar.gz") as tar:  # not the first call's staged seed1/
+        assert not [name for name in tar.getnames() if name.startswith("results/proxy/seed")]
     assert [call["call"] for call in record["calls"]] == [1, 2]
     assert all(step["call"] == 1 and step["seconds"] == first[step["name"]]["seconds"]
                for step in record["steps"])
