@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from wscat.config import load_params, method_for, validate_params  # noqa: E402
+from wscat.config import load_params, method_for, validate_params, validation_for  # noqa: E402
 from wscat.errors import describe, exit_code  # noqa: E402
 from wscat.io import write_text  # noqa: E402
 from wscat.report import paper  # noqa: E402
@@ -460,7 +460,8 @@ def validation_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Pat
     logs = _run_files(params, dirs, paper.Run.train_log)
     selection = {m: method_for(params, m, spec["dataset"])["selection"] for m in spec["methods"]}
     figure.validation_figure(figure.rows(logs, selection, {m: display_name(m) for m in
-                                                           spec["methods"]}), prefix)
+                                                           spec["methods"]}), prefix,
+                             validation_for(params, spec["dataset"]))
 
 
 def robustness_curves(params: dict[str, Any], dirs: dict[int, Path], prefix: Path) -> None:

@@ -141,6 +141,8 @@ def test_the_joint_note_counts_only_the_rows_with_an_interval() -> None:
     with_interval = {"ci_low": -1.0, "ci_high": 1.0}
     without = {"ci_low": None, "ci_high": None}
     assert pf.joint_note([with_interval, without, without]) == "One interval at 95%."
+    assert pf.joint_note([without, without]) == (
+        "No interval (one seed, or no usable per-image flags).")
     assert pf.joint_note([with_interval, with_interval, without]).startswith(
         "2 intervals, each at 95% on its own, not a joint test")
 
@@ -193,7 +195,8 @@ def test_a_row_without_an_interval_is_drawn_without_a_bar(captured: Captured) ->
     assert captured.fig.axes[0].get_xlabel() == "method − WSCAT (points)"
     markers = [marker for marker, *_ in captured.lines(0)]
     assert sorted(markers) == ["None", "o"]  # the zero line and the point, no bar
-    assert captured.fig._suptitle.get_text().endswith("\nOne interval at 95%.")
+    assert captured.fig._suptitle.get_text().endswith(
+        "\nNo interval (one seed, or no usable per-image flags).")
 
 
 # --- the validation figure ---------------------------------------------------------------------

@@ -48,3 +48,32 @@ def test_rows_plot_the_selection_metric_and_mark_one_epoch_a_run(tmp_path: Path)
     assert (tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
     with open(tmp_path / "curves.csv", newline="") as handle:
         assert len(list(csv.DictReader(handle))) == len(ADVERSARIAL) + len(LABELER)
+
+
+def test_a_score_that_is_not_a_number_is_refused_in_one_line(tmp_path: Path) -> None:
+    edited = _log(tmp_path / "e.csv", [{**row, "score": "high" if row["epoch"] == 2
+                                        else row["score"]}
+                                       for row in ADVERSARIAL])
+    with pytest.raises(ValueError, match=r"e\.csv: column score holds a value that is not a nu"):
+        figure.checkpoint_epoch(edited, "cw")
+    assert figure.checkpoint_epoch(edited, "last") == 4  # `last` reads no score
+
+
+def test_the_panels_name_the_validation_attacks_steps(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The y labels say how many steps the validation attacks took (params.yaml `validation`),
+    the paper's 20 unless told otherwise."""
+    from wscat.report import figures
+
+    labels: list[list[str]] = []
+    monkeypatch.setattr(figures, "save", lambda fig, prefix, rows: labels.append(
+        [ax.get_ylabel() for ax in fig.axes]))
+    pgd = [{"epoch": e, "loss": 1.0, "val_natural": 50.0, "val_pgd": p, "score": p,
+            "seconds": 1.0} for e, p in ((1, 30.0), (2, 31.0))]
+    logs = {("wscat", 1): _log(tmp_path / "w.csv", ADVERSARIAL),
+            ("rst", 1): _log(tmp_path / "r.csv", pgd)}
+    plotted = figure.rows(logs, {"wscat": "cw", "rst": "hm"}, {})
+    figure.validation_figure(plotted, tmp_path / "paper")
+    figure.validation_figure(plotted, tmp_path / "short", {"pgd_steps": 7, "cw_steps": 5})
+    assert labels == [["validation CW-20 accuracy (%)", "validation PGD-20 accuracy (%)"],
+                      ["validation CW-5 accuracy (%)", "validation PGD-7 accuracy (%)"]]

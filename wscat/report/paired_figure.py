@@ -11,6 +11,7 @@ import pandas as pd
 from wscat.metrics import ATTACKS
 
 PANELS = (*ATTACKS, "Mean")
+NO_INTERVAL = "No interval (one seed, or no usable per-image flags)."  # paired.without_interval
 
 
 def rows(by_attack: pd.DataFrame, mean: pd.DataFrame,
@@ -35,7 +36,7 @@ def joint_note(plotted: list[dict]) -> str:
     """The figure's caveat: each interval holds 95% on its own; together they are no joint test."""
     n = sum(row["ci_low"] is not None for row in plotted)
     if n < 2:
-        return "One interval at 95%."
+        return "One interval at 95%." if n else NO_INTERVAL
     return (f"{n} intervals, each at 95% on its own, not a joint test: with every method equal, "
             "a filled point somewhere is far likelier than 5%.")
 

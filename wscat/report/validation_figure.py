@@ -14,9 +14,10 @@ import pandas as pd
 from wscat.report.figures import read_train_log
 
 PANELS = (("val_natural", "natural accuracy (%)", "runs without an attack: the labelers, Standard"),
-          ("val_cw", "CW-20 accuracy (%)", "adversarially trained runs"),
-          ("val_pgd", "PGD-20 accuracy (%)",
+          ("val_cw", "CW-{cw_steps} accuracy (%)", "adversarially trained runs"),
+          ("val_pgd", "PGD-{pgd_steps} accuracy (%)",
            "adversarially trained runs selected by the harmonic mean with natural accuracy"))
+PAPER_STEPS = {"pgd_steps": 20, "cw_steps": 20}  # the paper's validation attacks (params.yaml)
 
 
 def checkpoint_epoch(path: Path, selection: str) -> int:
@@ -27,6 +28,10 @@ def checkpoint_epoch(path: Path, selection: str) -> int:
     log = pd.read_csv(path)
     if selection == "last":
         return int(log["epoch"].iloc[-1])
+    if "score" in log.columns and not pd.api.types.is_numeric_dtype(log["score"]):
+        raise ValueError(f"{path}: column score holds a value that is not a number, so which "
+                         "epoch best.pt holds is unknown; pass the train_log.csv `wscat train` "
+                         "wrote")
     if "score" not in log.columns or log["score"].isna().all():
         raise ValueError(f"{path}: no validated epoch has a score, so which epoch best.pt "
                          "holds is unknown; pass the train_log.csv `wscat train` wrote")
@@ -52,9 +57,11 @@ def rows(logs: Mapping[tuple[str, int], Path], selection: Mapping[str, str],
     return out
 
 
-def validation_figure(plotted: list[dict], prefix: Path) -> None:
+def validation_figure(plotted: list[dict], prefix: Path,
+                      steps: Mapping[str, int] = PAPER_STEPS) -> None:
     """prefix.pdf, .png and .csv: a panel per metric, a line per run (colour: method, style:
-    seed), a dot on the epoch each run's checkpoint holds."""
+    seed), a dot on the epoch each run's checkpoint holds. `steps`: the validation attacks'
+    (config.validation_for), named in the panels' labels."""
     from wscat.report.figures import plt, save
 
     panels = [panel for panel in PANELS if any(r["metric"] == panel[0] for r in plotted)]
@@ -72,7 +79,7 @@ def validation_figure(plotted: list[dict], prefix: Path) -> None:
             ax.plot(chosen["epoch"], chosen["accuracy"], "o", color=colours[method])
         ax.set_title(what, fontsize=9)
         ax.set_xlabel("epoch")
-        ax.set_ylabel(f"validation {label}")
+        ax.set_ylabel(f"validation {label.format(**steps)}")
         ax.grid(color="0.9")
         ax.legend(fontsize=7)
     fig.suptitle("Validation accuracy per epoch (the labelled validation split); "
