@@ -27,7 +27,8 @@ def _metrics(results: Path, dataset: str) -> set[Path]:
 
 
 def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A metrics file's per-image flags and accuracies, each attack -> value."""
+    """A metrics file's per-image flags (as `wscat evaluate` writes them, a string of 0 and 1;
+    a list of booleans or 0/1 is turned into one) and accuracies, each attack -> value."""
     try:
         data = json.loads(path.read_text())
         flags, accuracy = data["per_image"]["correct"], data["accuracy"]
@@ -41,7 +42,13 @@ def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             and all(isinstance(v, (int, float)) for v in accuracy.values())):
         raise Refused(f"{path}: per_image.correct is not attack -> flags or accuracy not attack "
                       "-> number: not a core metrics file of `wscat evaluate`")
-    return flags, accuracy
+    text = {k: f if isinstance(f, str) else "".join("1" if x == 1 else "0" if x == 0 else "?"
+                                                     for x in f) for k, f in flags.items()}
+    for attack, f in text.items():  # one form, so a list and its string compare equal
+        if set(f) - {"0", "1"}:
+            raise Refused(f"{path}: per_image.correct {attack} holds a flag other than 0 and 1: "
+                          "not a core metrics file of `wscat evaluate`")
+    return text, accuracy
 
 
 def _pair(old: Path, new: Path) -> tuple[dict[str, int], dict[str, float]]:
@@ -78,7 +85,8 @@ def compare(before: Path, after: Path, dataset: str) -> int:
     for rel in sorted(old):
         differ, moved = _pair(before / rel, after / rel)
         total += sum(differ.values())
-        lines.append(f"{rel.parent.name} {rel.stem}: flags differing {differ}; "
+        lines.append(f"{rel.parent.parent.name}/{rel.parent.name} {rel.stem}: flags differing "
+                     f"{differ}; "
                      f"accuracies moved {moved}")
     print("\n".join([*lines, f"total per-image flags differing: {total}"]))
     return total

@@ -48,6 +48,8 @@ def pick_device(name: str | torch.device | None = "auto", threads: int | None = 
     of these, is refused in one line naming where it came from (--device or $WSCAT_DEVICE)."""
     import torch
 
+    if threads is not None and threads < 1:  # the CLI refuses it first; a caller of its own
+        raise ValueError(f"threads {threads}: give a whole number of at least 1")
     if threads:
         torch.set_num_threads(threads)
     if name is None or name == "auto":

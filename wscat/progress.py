@@ -5,8 +5,8 @@ from __future__ import annotations
 
 def time_left(seconds: float) -> str:
     """A time left as a person reads it: 'under a minute left', 'about 7 min left', 'about
-    2 h 05 min left'."""
-    minutes = round(seconds / 60)
+    2 h 05 min left'. Rounded to the nearest minute, a half minute up (90 s: about 2 min)."""
+    minutes = int(seconds / 60 + 0.5)  # not round(): half to even said 150 s was 2 min
     if minutes < 1:
         return "under a minute left"
     return "about " + (f"{minutes} min" if minutes < 60

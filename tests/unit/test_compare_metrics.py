@@ -54,12 +54,46 @@ def test_same_and_differing_flags(tmp_path, capsys, monkeypatch):
     _write(tmp_path / "b")
     _write(tmp_path / "c", {"PGD": "00110100", "CW": "11110000"})
     assert _run(capsys, monkeypatch, tmp_path / "a", tmp_path / "b") == (
-        0, "wscat seed1: flags differing {'PGD': 0, 'CW': 0}; accuracies moved {}\n"
+        0, "cnn/wscat seed1: flags differing {'PGD': 0, 'CW': 0}; accuracies moved {}\n"
            "total per-image flags differing: 0\n", "")
     code, out, _ = _run(capsys, monkeypatch, tmp_path / "a", tmp_path / "c")
     assert code == 1  # as diff: a script can check "no flag changed" by the status alone
-    assert out == ("wscat seed1: flags differing {'PGD': 1, 'CW': 0}; accuracies moved "
+    assert out == ("cnn/wscat seed1: flags differing {'PGD': 1, 'CW': 0}; accuracies moved "
                    "{'PGD': -12.5}\ntotal per-image flags differing: 1\n")
+
+
+def test_each_line_names_the_model_and_a_list_of_flags_equals_its_string(tmp_path, capsys,
+                                                                          monkeypatch):
+    """Two models of one method are told apart; flags stored as a list (true/false or 1/0) on one
+    side and as `wscat evaluate`'s string on the other are the same flags."""
+    for results in (tmp_path / "a", tmp_path / "b"):
+        _write(results)
+        _write(results, rel="metrics/digits/lenet/wscat/seed1.json")
+    listed = {"PGD": [True, False, True, True, False, True, False, False],
+              "CW": [1, 1, 1, 1, 0, 0, 0, 1]}  # CW's last flag differs from "11110000"
+    _write(tmp_path / "b", {k: "".join(str(int(x)) for x in v) for k, v in listed.items()})
+    path = tmp_path / "b" / MODEL
+    data = json.loads(path.read_text())
+    data["per_image"]["correct"] = listed
+    path.write_text(json.dumps(data))
+    code, out, _ = _run(capsys, monkeypatch, tmp_path / "a", tmp_path / "b")
+    assert (code, out.splitlines()) == (1, [
+        "cnn/wscat seed1: flags differing {'PGD': 0, 'CW': 1}; accuracies moved {'CW': 12.5}",
+        "lenet/wscat seed1: flags differing {'PGD': 0, 'CW': 0}; accuracies moved {}",
+        "total per-image flags differing: 1"])
+
+
+@pytest.mark.parametrize("flags", [{"PGD": "1011x100", "CW": "11110000"},
+                                   {"PGD": [1, 0, 2, 1, 0, 1, 0, 0], "CW": "11110000"},
+                                   {"PGD": [1, 0, None, 1, 0, 1, 0, 0], "CW": "11110000"}])
+def test_a_flag_other_than_0_and_1_is_refused(tmp_path, capsys, monkeypatch, flags):
+    _write(tmp_path / "a")
+    path = _write(tmp_path / "b")
+    data = json.loads(path.read_text())
+    data["per_image"]["correct"] = flags
+    path.write_text(json.dumps(data))
+    assert "per_image.correct PGD holds a flag other than 0 and 1" in _refused(
+        capsys, monkeypatch, tmp_path / "a", tmp_path / "b")
 
 
 @pytest.mark.parametrize("where", ["missing", "dataset", "root"])

@@ -233,6 +233,19 @@ def test_auto_is_the_cpu_where_there_is_no_cuda(name: str | None, no_cuda: None)
     assert pick_device(name) == torch.device("cpu")
 
 
+@pytest.mark.parametrize("threads", [0, -2])
+def test_threads_below_one_are_refused_not_ignored(threads: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch keeps its own thread count where 0 is passed through as "not given": refused."""
+    set_to: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", set_to.append)
+    with pytest.raises(ValueError) as error:
+        pick_device("cpu", threads)
+    assert str(error.value) == f"threads {threads}: give a whole number of at least 1"
+    assert set_to == []
+    assert pick_device("cpu", 3) == torch.device("cpu") and set_to == [3]
+
+
 def test_a_cuda_device_this_machine_has_is_taken(cuda: None) -> None:
     assert pick_device("cuda") == torch.device("cuda")
     assert pick_device("cuda:1") == torch.device("cuda", 1)
@@ -367,12 +380,14 @@ def test_a_process_without_glibcs_mallopt_is_left_as_it_is(monkeypatch: pytest.M
 # --- progress -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("seconds, said", [
-    (29, "under a minute left"), (60, "about 1 min left"), (100, "about 2 min left"),
+    (29, "under a minute left"), (30, "about 1 min left"), (60, "about 1 min left"),
+    (89, "about 1 min left"), (90, "about 2 min left"), (100, "about 2 min left"),
+    (150, "about 3 min left"),
     (59 * 60, "about 59 min left"), (3600, "about 1 h 00 min left"),
     (125 * 60, "about 2 h 05 min left"), (12 * 3600 + 30 * 60, "about 12 h 30 min left")])
 def test_time_left_in_minutes_and_hours(seconds: float, said: str) -> None:
-    """Rounded to the minute (100 s is 1.67 min: about 2), hours from 60 minutes on, the minutes
-    of an hour in two digits."""
+    """Rounded to the minute, a half minute up (100 s is 1.67 min: about 2; 150 s about 3), hours
+    from 60 minutes on, the minutes of an hour in two digits."""
     assert time_left(seconds) == said
 
 

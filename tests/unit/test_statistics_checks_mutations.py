@@ -365,9 +365,9 @@ def test_every_model_is_counted_and_any_attack(tmp_path: Path, capsys, monkeypat
         _write(tmp_path / side)
     code, out, err = _run(capsys, monkeypatch, tmp_path / "a", tmp_path / "b")
     assert (code, err) == (1, "")
-    assert out == ("pgd-at seed1: flags differing {'PGD': 0, 'CW': 1}; accuracies moved "
+    assert out == ("cnn/pgd-at seed1: flags differing {'PGD': 0, 'CW': 1}; accuracies moved "
                    "{'CW': -12.5}\n"
-                   "wscat seed1: flags differing {'PGD': 0, 'CW': 0}; accuracies moved {}\n"
+                   "cnn/wscat seed1: flags differing {'PGD': 0, 'CW': 0}; accuracies moved {}\n"
                    "total per-image flags differing: 1\n")
     _write(tmp_path / "c", {"PGD": "1" * 359})
     _write(tmp_path / "d", {"PGD": "0" + "1" * 358})
