@@ -170,7 +170,9 @@ def _number(text: str) -> int:
 
 def check_jobs(jobs: dict[str, Job], found: dict[str, Partition]) -> None:
     """Refuse a rule whose partition is not the cluster's, that asks for GPUs a partition lacks,
-    or for more CPUs or memory than the partition's largest node has (`Job.asked`)."""
+    for CPUs by cpus_per_task or cpus_per_gpu that are not a whole number (which the plugin
+    refuses only at submission), or for more CPUs or memory than the partition's largest node
+    has (`Job.asked`)."""
     names = ", ".join(sorted(found)) or "none"
     default = next((p.name for p in found.values() if p.default), None)
     with_gpus = sorted(p.name for p in found.values() if p.gpus)
@@ -192,6 +194,12 @@ def check_jobs(jobs: dict[str, Job], found: dict[str, Partition]) -> None:
                                  f"no GPUs; {elsewhere} use workflow/profiles/slurm-cpu "
                                  "(gpu: 0; export WSCAT_DEVICE=cpu)")
         (cpu_key, cpus), (mem_key, mem) = job.asked()
+        if cpu_key != "threads" and not isinstance(getattr(job, cpu_key), int):
+            value = getattr(job, cpu_key)  # the plugin stops the job at submission for it
+            raise PreflightError(f"rule {rule}'s {cpu_key} is {value!r} ("
+                                 f"{job.sources.get(cpu_key, cpu_key)}), not a whole number; "
+                                 "the SLURM plugin takes only whole numbers of CPUs: give one in "
+                                 "the profile")
         for what, asked, most, unit in ((cpu_key, cpus, part.cpus, "CPUs"),
                                         (mem_key, mem, part.mem_mb, "MB")):
             if isinstance(asked, int) and most and asked > most:

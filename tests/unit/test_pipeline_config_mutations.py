@@ -656,6 +656,28 @@ def test_cpus_per_gpu_times_the_gpus_is_what_a_gpu_job_asks() -> None:
                                                          mem_mb_per_cpu=8000)})
 
 
+@pytest.mark.parametrize("job, key", [
+    (Job(None, cpus_per_task="four"), "cpus_per_task"),
+    (Job(None, cpus_per_task=2.5), "cpus_per_task"),
+    (Job("gpu", gpu=1, cpus_per_gpu="8c"), "cpus_per_gpu")])
+def test_cpus_that_are_not_a_whole_number_are_refused_at_load(job: Job, key: str) -> None:
+    """get_cpu_setting (jobstep 0.6.1) stops a job whose truthy cpus_per_task, or a GPU job's
+    cpus_per_gpu, is not an int ("must be an integer"), only when it submits it: refused before."""
+    job.sources = {key: f"the profile's default-resources: {key}"}
+    assert refused({"train": job}) == (
+        f"rule train's {key} is {getattr(job, key)!r} (the profile's default-resources: {key}), "
+        "not a whole number; the SLURM plugin takes only whole numbers of CPUs: give one in the "
+        "profile")
+
+
+def test_cpus_the_plugin_does_not_read_are_not_refused() -> None:
+    """Falsy keys are unset there, and cpus_per_gpu counts for GPU jobs only."""
+    preflight.check_jobs({"train": Job(None, threads=2, cpus_per_task="")}, CLUSTER)
+    preflight.check_jobs({"train": Job(None, threads=2, cpus_per_gpu="8c")}, CLUSTER)
+    preflight.check_jobs({"train": Job("gpu", gpu=1, cpus_per_task=4, cpus_per_gpu="8c")},
+                         CLUSTER)
+
+
 def test_each_number_names_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_cluster(monkeypatch)
     with pytest.raises(PreflightError) as error:  # the rule's own mem_mb, not default-resources'
