@@ -88,10 +88,12 @@ def _expected_sigmoid(offset: float, sd: float) -> float:
 # --- paired_null: the simulated population ------------------------------------------------------
 
 def test_the_offsets_give_the_demo_accuracies() -> None:
-    """Over images of logit sd IMAGE_SD (2), each attack's offset gives WSCAT's demo accuracy."""
+    """Over images of logit sd IMAGE_SD (2) and a method's own deviation (sd 0.7), a logit of sd
+    sqrt(2^2 + 0.7^2), each attack's offset gives WSCAT's demo accuracy."""
     assert pn.BASE == {"Natural": 92.8, "FGSM": 76.6, "PGD": 73.0, "CW": 68.1, "AA": 65.1}
     for offset, attack in zip(pn.OFFSETS, ATTACKS):
-        assert 100 * _expected_sigmoid(offset, 2.0) == pytest.approx(pn.BASE[attack], abs=0.15)
+        assert 100 * _expected_sigmoid(offset, math.sqrt(4.49)) == pytest.approx(
+            pn.BASE[attack], abs=0.15)
 
 
 def _accuracies(runs: list[dict[str, dict[int, np.ndarray]]]) -> np.ndarray:
@@ -111,6 +113,7 @@ def test_an_evaluation_has_both_methods_three_seeds_and_the_populations_accuraci
     population = [100 * _expected_sigmoid(o, math.sqrt(2.0**2 + 0.7**2)) for o in pn.OFFSETS]
     mean = _accuracies(runs).mean(axis=(0, 1, 2))
     assert mean == pytest.approx(population, abs=0.6)
+    assert mean == pytest.approx([pn.BASE[a] for a in ATTACKS], abs=0.6)  # the demo's row
 
 
 def test_methods_differ_on_a_test_set_by_their_own_deviation_alone() -> None:
