@@ -571,10 +571,10 @@ def publish(params_file: Path, results: Path, seed: int, out: Path, record: dict
     """OUT/seed{seed}.tar.gz, holding seed{seed}/: `files` at their places under results/ (so
     the project's path patterns find them with the folder as the root), the params file,
     summary.md, progress.log (every call's: PROGRESS) and run.json; no checkpoints, no .npz.
-    Unpack it into
-    benchmarks/results/cifar10-proxy/ and commit the folder; benchmarks/proxy_table.py renders
-    Table 2 from such folders. The folder is built under results/proxy/ first (a tarball, not a
-    folder, leaves the lent machine whole: see OUT_FILES_MAX)."""
+    Unpack it into benchmarks/results/cifar10-proxy/ and commit the folder;
+    benchmarks/proxy_table.py renders Table 2 from such folders. The folder is built under
+    results/proxy/ first (a tarball, not a folder, leaves the lent machine whole: see
+    OUT_FILES_MAX)."""
     staging = results / "proxy" / f"seed{seed}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)  # a run cut before its first result still returns its record
