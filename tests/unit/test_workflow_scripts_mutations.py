@@ -30,7 +30,10 @@ What is checked, and from which fact:
   asked (1280x720 by default), the screenshot where asked (its folder made); the copy is the
   report with the lines before its last </body>, opening "Per-run metrics" (JSON-quoted) unless
   the category is '', the report untouched; Chromium's failure (its exit status, or no picture)
-  is one line with its exit status and stderr.
+  is one line with its exit status and stderr; so are a report that is not a page (Markdown, a
+  report.zip), a missing report or a folder (Chromium not run), and a Chromium past its time
+  (subprocess.run's timeout stood in for); a --size that is not WIDTHxHEIGHT is argparse's
+  refusal, exit 2, before Chromium runs.
 """
 from __future__ import annotations
 
@@ -353,3 +356,44 @@ def test_chromiums_failure_is_one_refusal(chromium: Path, tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert err == (f"report_screenshot: {tmp_path / 'bin/chromium'} failed ({rc}): "
                    "GPU process crashed\n")
+
+
+@pytest.mark.parametrize("content", ["# not a page\n".encode(), b"PK\x03\x04\x80\xff zip"])
+def test_a_report_that_is_not_a_page_is_one_line(chromium: Path, tmp_path: Path, capsys,
+                                                 content: bytes) -> None:
+    """The Markdown table or a report.zip given as the report: one line, Chromium not run."""
+    (tmp_path / "report.zip").write_bytes(content)
+    assert report_screenshot.main(["report.zip", "out.png"]) == 1
+    assert capsys.readouterr().err == ("report_screenshot: report.zip is not an HTML page; give "
+                                       "the .html that `snakemake --report` wrote\n")
+    assert not (chromium / "args").exists()
+
+
+@pytest.mark.parametrize("report", ["missing.html", "."])
+def test_a_missing_report_is_one_line(chromium: Path, capsys, report: str) -> None:
+    assert report_screenshot.main([report, "out.png"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("report_screenshot: ") and err.count("\n") == 1
+    assert not (chromium / "args").exists()
+
+
+def test_chromium_past_its_time_is_one_line(chromium: Path, tmp_path: Path, capsys,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """subprocess.run's timeout stood in for: it is asked for, and its expiry is one line."""
+    def hang(cmd: list[str], **kwargs) -> None:
+        raise report_screenshot.subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+
+    monkeypatch.setattr(report_screenshot.subprocess, "run", hang)
+    assert report_screenshot.main(["report.html", "out.png"]) == 1
+    assert capsys.readouterr().err == (f"report_screenshot: {tmp_path / 'bin/chromium'} did not "
+                                       "finish within 120 s\n")
+
+
+@pytest.mark.parametrize("size", ["1280,720", "1280x", "x720", "0x720", "1280x720x2", "²x720"])
+def test_a_malformed_size_is_refused_before_chromium(chromium: Path, capsys, size: str) -> None:
+    with pytest.raises(SystemExit) as refused:
+        report_screenshot.main(["report.html", "out.png", "--size", size])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(  # after argparse's prog name
+        f": error: argument --size: {size!r} is not WIDTHxHEIGHT (e.g. 1280x720)")
+    assert not (chromium / "args").exists()

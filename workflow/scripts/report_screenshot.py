@@ -44,22 +44,37 @@ def screenshot(report: Path, png: Path, *, category: str | None = "Per-run metri
                   "if (typeof app !== 'undefined' && app && document.querySelector('#app > *')) "
                   f"app.showCategory({json.dumps(category)}); "
                   "if (tries > 0) setTimeout(() => open(tries - 1), 100); })(100);</script>")
-    html = report.read_text()
-    end = html.rindex("</body>")  # the page's own; bundled scripts contain the string too
+    try:
+        html = report.read_text()
+        end = html.rindex("</body>")  # the page's own; bundled scripts contain the string too
+    except ValueError:  # no </body>, or not text (a report.zip)
+        raise RuntimeError(f"{report} is not an HTML page; give the .html that "
+                           "`snakemake --report` wrote") from None
     html = html[:end] + extra + "\n" + html[end:]
     png = png.resolve()
     png.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "report.html"
         page.write_text(html)
-        done = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-             f"--user-data-dir={Path(tmp) / 'profile'}", f"--window-size={width},{height}",
-             "--virtual-time-budget=10000", f"--screenshot={png}", page.as_uri()],
-            capture_output=True, text=True, timeout=timeout)
+        try:
+            done = subprocess.run(
+                [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                 f"--user-data-dir={Path(tmp) / 'profile'}", f"--window-size={width},{height}",
+                 "--virtual-time-budget=10000", f"--screenshot={png}", page.as_uri()],
+                capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"{browser} did not finish within {timeout} s") from None
     if done.returncode != 0 or not png.is_file():
         raise RuntimeError(f"{browser} failed ({done.returncode}): {done.stderr[-2000:]}")
     return png
+
+
+def window_size(text: str) -> tuple[int, int]:
+    """WIDTHxHEIGHT in pixels, both positive."""
+    width, x, height = text.partition("x")
+    if not (x and width.isdecimal() and height.isdecimal() and int(width) > 0 and int(height) > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT (e.g. 1280x720)")
+    return int(width), int(height)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,13 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("png", type=Path, help="where to write the screenshot")
     parser.add_argument("--category", default="Per-run metrics",
                         help="result category to open (default: %(default)s); '' for the start page")
-    parser.add_argument("--size", default="1280x720", help="window size, WIDTHxHEIGHT")
+    parser.add_argument("--size", default="1280x720", type=window_size,
+                        help="window size, WIDTHxHEIGHT")
     args = parser.parse_args(argv)
-    width, height = map(int, args.size.split("x"))
+    width, height = args.size
     try:
         screenshot(args.report, args.png, category=args.category or None, width=width,
                    height=height)
-    except (FileNotFoundError, RuntimeError) as error:
+    except (OSError, RuntimeError) as error:  # a missing report or Chromium included
         print(f"report_screenshot: {error}", file=sys.stderr)
         return 1
     return 0
