@@ -30,10 +30,11 @@ What is checked, and from which fact:
   asked (1280x720 by default), the screenshot where asked (its folder made); the copy is the
   report with the lines before its last </body>, opening "Per-run metrics" (JSON-quoted) unless
   the category is '', the report untouched; Chromium's failure (its exit status, or no picture)
-  is one line with its exit status and stderr; so are a report that is not a page (Markdown, a
-  report.zip), a missing report or a folder (Chromium not run), and a Chromium past its time
-  (subprocess.run's timeout stood in for); a --size that is not WIDTHxHEIGHT is argparse's
-  refusal, exit 2, before Chromium runs.
+  is one line with its exit status and stderr, and leaves an earlier picture as it was (never
+  taking it, or a killed run's temporary one, for this run's) and nothing else in its folder; a
+  report that is not a page (Markdown, a report.zip), a missing report or a folder (Chromium not
+  run) and a Chromium past its time (subprocess.run's timeout stood in for) are one line too; a
+  --size that is not WIDTHxHEIGHT is argparse's refusal, exit 2, before Chromium runs.
 """
 from __future__ import annotations
 
@@ -348,14 +349,38 @@ def test_screenshot_defaults_and_a_quoted_category(chromium: Path, tmp_path: Pat
 @pytest.mark.parametrize("rc, writes", [(3, True), (0, False)])
 def test_chromiums_failure_is_one_refusal(chromium: Path, tmp_path: Path, capsys, rc: int,
                                           writes: bool) -> None:
+    """A failure leaves an earlier picture as it was (docs/report.png is committed), and an
+    earlier picture is not taken for this run's when Chromium writes none."""
     (chromium / "rc").write_text(str(rc))
     (chromium / "stderr").write_text("GPU process crashed")
     if not writes:
         (chromium / "nowrite").touch()
-    assert report_screenshot.main(["report.html", "out.png"]) == 1
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/report.png").write_text("earlier")
+    assert report_screenshot.main(["report.html", "docs/report.png"]) == 1
     err = capsys.readouterr().err
     assert err == (f"report_screenshot: {tmp_path / 'bin/chromium'} failed ({rc}): "
                    "GPU process crashed\n")
+    assert [(p.name, p.read_text()) for p in (tmp_path / "docs").iterdir()] == [
+        ("report.png", "earlier")]
+
+
+def test_a_leftover_temporary_picture_is_not_taken(chromium: Path, tmp_path: Path) -> None:
+    """A run killed outright leaves Chromium's temporary picture: the next run's Chromium, writing
+    none, is refused rather than that picture taken."""
+    (chromium / "nowrite").touch()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/.report.png.tmp.png").write_text("killed run's")
+    assert report_screenshot.main(["report.html", "docs/report.png"]) == 1
+    assert list((tmp_path / "docs").iterdir()) == []
+
+
+def test_a_new_picture_replaces_the_earlier_one(chromium: Path, tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/report.png").write_text("earlier")
+    assert report_screenshot.main(["report.html", "docs/report.png"]) == 0
+    assert [(p.name, p.read_text()) for p in (tmp_path / "docs").iterdir()] == [
+        ("report.png", "PNG\n")]
 
 
 @pytest.mark.parametrize("content", ["# not a page\n".encode(), b"PK\x03\x04\x80\xff zip"])

@@ -53,19 +53,27 @@ def screenshot(report: Path, png: Path, *, category: str | None = "Per-run metri
     html = html[:end] + extra + "\n" + html[end:]
     png = png.resolve()
     png.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        page = Path(tmp) / "report.html"
-        page.write_text(html)
-        try:
-            done = subprocess.run(
-                [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                 f"--user-data-dir={Path(tmp) / 'profile'}", f"--window-size={width},{height}",
-                 "--virtual-time-budget=10000", f"--screenshot={png}", page.as_uri()],
-                capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"{browser} did not finish within {timeout} s") from None
-    if done.returncode != 0 or not png.is_file():
-        raise RuntimeError(f"{browser} failed ({done.returncode}): {done.stderr[-2000:]}")
+    # Chromium writes beside `png` under a temporary name, renamed once it is there: an earlier
+    # picture at `png` (docs/report.png is committed) never passes for this run's.
+    shot = png.with_name(f".{png.name}.tmp{png.suffix}")
+    shot.unlink(missing_ok=True)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            page = Path(tmp) / "report.html"
+            page.write_text(html)
+            try:
+                done = subprocess.run(
+                    [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                     f"--user-data-dir={Path(tmp) / 'profile'}", f"--window-size={width},{height}",
+                     "--virtual-time-budget=10000", f"--screenshot={shot}", page.as_uri()],
+                    capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"{browser} did not finish within {timeout} s") from None
+        if done.returncode != 0 or not shot.is_file():
+            raise RuntimeError(f"{browser} failed ({done.returncode}): {done.stderr[-2000:]}")
+        shot.replace(png)
+    finally:
+        shot.unlink(missing_ok=True)
     return png
 
 
