@@ -22,7 +22,8 @@ What is checked, and from which fact:
   .cache; a failed or graph-less run refused with Snakemake's own message, text before `digraph`
   dropped; every node and edge kept, the edges sorted by (source, target) as numbers, the closing
   brace last; `dot -T<suffix> -o OUT` reads the graph on stdin into OUT, its folder made; a missing
-  Snakemake or `dot` and a missing or option-like OUT refused in one line.
+  Snakemake or `dot`, a missing or option-like OUT, an OUT without a suffix (before Snakemake
+  runs) and a failed `dot` (with its words) refused in one line.
 - report_screenshot ("headless Chromium (Debian's `chromium` package)", "by default the per-run
   metrics table", "the report file itself is not changed: a copy with two extra lines"): Debian's,
   then Ubuntu's name; no Chromium is one line on stderr, exit 1, nothing written; headless, in a
@@ -240,6 +241,20 @@ def test_main_refuses_no_output_or_an_option(tools: Path, argv: list[str]) -> No
     with pytest.raises(SystemExit, match=r"^usage: rulegraph.py OUT.svg \[TARGET ...\]$"):
         rulegraph.main(argv)
     assert not (tools / "args").exists()
+
+
+def test_main_refuses_an_output_without_a_suffix(tools: Path) -> None:
+    """No suffix, no format: refused before Snakemake runs."""
+    with pytest.raises(SystemExit, match=r"^rulegraph: docs/rulegraph has no suffix"):
+        rulegraph.main(["docs/rulegraph"])
+    assert not (tools / "args").exists()
+
+
+def test_a_dot_failure_is_refused_with_dots_words(tools: Path, tmp_path: Path) -> None:
+    executable(tmp_path / "path/dot", "echo 'Format: \"svgz2\" not recognized.' >&2\nexit 1\n")
+    with pytest.raises(SystemExit, match=r'^rulegraph: dot -Tsvgz2 failed:\n'
+                                         r'Format: "svgz2" not recognized\.$'):
+        rulegraph.main([str(tmp_path / "g.svgz2")])
 
 
 def test_render_refuses_without_dot(tools: Path, tmp_path: Path) -> None:

@@ -50,13 +50,19 @@ def render(dot_text: str, out: Path) -> None:
         raise SystemExit("rulegraph: Graphviz's `dot` is not installed "
                          "(e.g. apt-get install graphviz)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([dot, f"-T{out.suffix.lstrip('.')}", "-o", str(out)], input=dot_text, text=True,
-                   check=True)
+    fmt = out.suffix.lstrip(".")
+    done = subprocess.run([dot, f"-T{fmt}", "-o", str(out)], input=dot_text, text=True,
+                          capture_output=True)
+    if done.returncode != 0:
+        raise SystemExit(f"rulegraph: dot -T{fmt} failed:\n{done.stderr.strip()}")
 
 
 def main(argv: list[str]) -> None:
     if not argv or argv[0].startswith("-"):
         raise SystemExit("usage: rulegraph.py OUT.svg [TARGET ...]")
+    if not Path(argv[0]).suffix:
+        raise SystemExit(f"rulegraph: {argv[0]} has no suffix to pick the format from "
+                         "(.svg, .png, .pdf)")
     render(rule_graph(argv[1:] or DEFAULT_TARGETS), Path(argv[0]))
 
 
