@@ -327,14 +327,15 @@ def test_one_seed_writes_no_interval_and_no_nan(tmp_path: Path):
     assert "one seed: no spread" in out[".tex"].read_text()
 
 
-def test_readme_paste_replaces_only_the_marked_block():
+def test_readme_paste_replaces_only_the_marked_block(capsys):
     readme = ("# x\n<!-- begin: results/tables/digits.md -->\nold\n"
               "<!-- end: results/tables/digits.md -->\ntail\n")
     pasted = paste(readme, "results/tables/digits.md", "| a |\n")
     assert pasted == ("# x\n<!-- begin: results/tables/digits.md -->\n| a |\n"
                       "<!-- end: results/tables/digits.md -->\ntail\n")
-    with pytest.raises(SystemExit, match="markers"):
+    with pytest.raises(SystemExit) as stop:
         paste("# none\n", "results/tables/digits.md", "| a |\n")
+    assert stop.value.code == 2 and "markers" in capsys.readouterr().err
 
 
 def test_the_readme_carries_the_demo_block():

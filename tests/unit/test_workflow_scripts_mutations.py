@@ -14,7 +14,8 @@ What is checked, and from which fact:
   text), the markers stay, one newline before the end marker, prose between blocks is kept, a
   backslash in a table ($\\beta$) is pasted as written; every table named is pasted; the README
   alone is refused; a table whose markers are missing refuses with nothing written, the tables
-  before it included; no temporary file is left.
+  before it included; a table or README that cannot be read is one line; each refusal is bad
+  input (exit 2, one line); no temporary file is left.
 - rulegraph ("`snakemake --rulegraph` on the targets (default: every table and figure of the digits
   tier) ... laid out with `dot`; the output's suffix picks the format"): the venv's Snakemake
   before PATH's, run in the repository on exactly the targets given (or
@@ -33,14 +34,16 @@ What is checked, and from which fact:
   the category is '', the report untouched; Chromium's failure (its exit status, or no picture)
   is one line with its exit status and stderr, and leaves an earlier picture as it was (never
   taking it, or a killed run's temporary one, for this run's) and nothing else in its folder; a
-  report that is not a page (Markdown, a report.zip), a missing report or a folder (Chromium not
-  run) and a Chromium past its time (subprocess.run's timeout stood in for) are one line too; a
-  --size that is not WIDTHxHEIGHT is argparse's refusal, exit 2, before Chromium runs.
+  Chromium past its time (subprocess.run's timeout stood in for) is one line too; a report that
+  is not a page (Markdown, a report.zip), a missing report or a folder are bad input, one line
+  and exit 2, Chromium not run; a --size that is not WIDTHxHEIGHT is argparse's refusal, exit 2,
+  before Chromium runs.
 """
 from __future__ import annotations
 
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -111,30 +114,55 @@ def test_readme_main_pastes_one_table_given_alone(tables: Path) -> None:
     assert (tables / "README.md").read_text() == readme("old\nrows\n", FRESH_TABLE, "keep me\n")
 
 
-def test_readme_main_refuses_the_readme_alone(tables: Path) -> None:
+def readme_refused(capsys: pytest.CaptureFixture, call: Callable[[], object]) -> str:
+    """Bad input to readme_tables: exit 2 and one line on stderr, which is returned."""
+    with pytest.raises(SystemExit) as stop:
+        call()
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("readme_tables: ") and err.count("\n") == 1
+    return err
+
+
+def test_readme_main_refuses_the_readme_alone(tables: Path, capsys) -> None:
     before = (tables / "README.md").read_text()
-    with pytest.raises(SystemExit, match="usage"):
-        readme_tables.main(["README.md"])
+    assert "usage" in readme_refused(capsys, lambda: readme_tables.main(["README.md"]))
     assert (tables / "README.md").read_text() == before
 
 
-def test_readme_missing_markers_write_nothing(tables: Path) -> None:
+def test_readme_missing_markers_write_nothing(tables: Path, capsys) -> None:
     """The second table has no block: refused, and the first table is not pasted either."""
     (tables / "results/tables/digits-c.md").write_text("| x |\n")
     before = (tables / "README.md").read_text()
-    with pytest.raises(SystemExit, match="results/tables/digits-c.md"):
-        readme_tables.main(["README.md", DIGITS, "results/tables/digits-c.md"])
+    assert "'<!-- begin: results/tables/digits-c.md -->'" in readme_refused(
+        capsys, lambda: readme_tables.main(["README.md", DIGITS, "results/tables/digits-c.md"]))
     assert (tables / "README.md").read_text() == before
     assert sorted(p.name for p in tables.iterdir()) == ["README.md", "results"]
 
 
-def test_readme_paste_takes_the_path_literally() -> None:
+@pytest.mark.parametrize("args, says", [
+    (["README.md", "results/tables/digits-x.md"],
+     "table results/tables/digits-x.md: cannot be read (No such file or directory); build it "
+     "first (`make readme` runs the demo's target)"),
+    (["NOPE.md", DIGITS], "README NOPE.md: cannot be read (No such file or directory); give the "
+                          "README's path"),
+    (["README.md", "results"], "table results: cannot be read (Is a directory); build it first "
+                               "(`make readme` runs the demo's target)")])
+def test_readme_a_file_that_cannot_be_read_is_one_line(tables: Path, capsys, args: list[str],
+                                                       says: str) -> None:
+    before = (tables / "README.md").read_text()
+    assert readme_refused(capsys, lambda: readme_tables.main(args)) == (
+        f"readme_tables: {says}\n")
+    assert (tables / "README.md").read_text() == before
+
+
+def test_readme_paste_takes_the_path_literally(capsys) -> None:
     """A block named like the pattern the path would make ('+' as a repeat) is not the path's."""
     text = block(DECOY, "a\n") + block(FRESH, "b\n")
     assert readme_tables.paste(text, FRESH, "c\n") == (
         block(DECOY, "a\n") + block(FRESH, "c\n"))
-    with pytest.raises(SystemExit, match="markers"):
-        readme_tables.paste(block(DECOY, "a\n"), FRESH, "c\n")
+    assert "markers" in readme_refused(
+        capsys, lambda: readme_tables.paste(block(DECOY, "a\n"), FRESH, "c\n"))
 
 
 # ---------------------------------------------------------------- rulegraph
@@ -403,7 +431,7 @@ def test_a_report_that_is_not_a_page_is_one_line(chromium: Path, tmp_path: Path,
                                                  content: bytes) -> None:
     """The Markdown table or a report.zip given as the report: one line, Chromium not run."""
     (tmp_path / "report.zip").write_bytes(content)
-    assert report_screenshot.main(["report.zip", "out.png"]) == 1
+    assert report_screenshot.main(["report.zip", "out.png"]) == 2  # bad input
     assert capsys.readouterr().err == ("report_screenshot: report.zip is not an HTML page; give "
                                        "the .html that `snakemake --report` wrote\n")
     assert not (chromium / "args").exists()
@@ -411,9 +439,10 @@ def test_a_report_that_is_not_a_page_is_one_line(chromium: Path, tmp_path: Path,
 
 @pytest.mark.parametrize("report", ["missing.html", "."])
 def test_a_missing_report_is_one_line(chromium: Path, capsys, report: str) -> None:
-    assert report_screenshot.main([report, "out.png"]) == 1
+    assert report_screenshot.main([report, "out.png"]) == 2  # bad input
     err = capsys.readouterr().err
-    assert err.startswith("report_screenshot: ") and err.count("\n") == 1
+    assert err == (f"report_screenshot: {report}: no such file (a folder, or missing); give the "
+                   ".html that `snakemake --report` wrote (`make report`)\n")
     assert not (chromium / "args").exists()
 
 

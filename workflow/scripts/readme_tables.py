@@ -8,25 +8,42 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import NoReturn
+
+
+def refuse(message: str) -> NoReturn:
+    """Bad input: one line on stderr, exit 2, nothing written."""
+    print(f"readme_tables: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def paste(readme: str, path: str, table: str) -> str:
-    """The README with the block of `path` replaced by `table`; a missing marker is an error."""
+    """The README with the block of `path` replaced by `table`; a missing marker is refused."""
     pattern = re.compile(rf"(<!-- begin: {re.escape(path)} -->\n).*?(<!-- end: {re.escape(path)} -->)",
                          re.S)
     if not pattern.search(readme):
-        raise SystemExit(f"readme_tables: no '<!-- begin: {path} -->' ... '<!-- end: {path} -->' "
-                         "markers in the README; add them where the table belongs")
+        refuse(f"no '<!-- begin: {path} -->' ... '<!-- end: {path} -->' markers in the README; "
+               "add them where the table belongs")
     return pattern.sub(lambda m: m.group(1) + table.rstrip("\n") + "\n" + m.group(2), readme)
+
+
+def read(path: Path, what: str) -> str:
+    """A file's text, or a one-line refusal naming it."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        refuse(f"{what} {path}: cannot be read ({getattr(error, 'strerror', None) or error}); "
+               + ("build it first (`make readme` runs the demo's target)" if what == "table"
+                  else "give the README's path"))
 
 
 def main(argv: list[str]) -> None:
     if len(argv) < 2:
-        raise SystemExit("usage: readme_tables.py README.md TABLE.md [TABLE.md ...]")
+        refuse("usage: readme_tables.py README.md TABLE.md [TABLE.md ...]")
     readme_path, tables = Path(argv[0]), argv[1:]
-    readme = readme_path.read_text()
+    readme = read(readme_path, "README")
     for table in tables:
-        readme = paste(readme, table, Path(table).read_text())
+        readme = paste(readme, table, read(Path(table), "table"))
     tmp = readme_path.with_name(f".{readme_path.name}.tmp")
     tmp.write_text(readme)
     tmp.replace(readme_path)

@@ -20,6 +20,10 @@ from pathlib import Path
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 
+class BadInput(ValueError):
+    """The report given is not one to render (exit 2); Chromium's own trouble is exit 1."""
+
+
 def find_chromium() -> str | None:
     """The first headless-capable Chromium on PATH, or None."""
     return next((path for name in BROWSERS if (path := shutil.which(name))), None)
@@ -44,12 +48,15 @@ def screenshot(report: Path, png: Path, *, category: str | None = "Per-run metri
                   "if (typeof app !== 'undefined' && app && document.querySelector('#app > *')) "
                   f"app.showCategory({json.dumps(category)}); "
                   "if (tries > 0) setTimeout(() => open(tries - 1), 100); })(100);</script>")
+    if not report.is_file():
+        raise BadInput(f"{report}: no such file (a folder, or missing); give the .html that "
+                       "`snakemake --report` wrote (`make report`)")
     try:
         html = report.read_text()
         end = html.rindex("</body>")  # the page's own; bundled scripts contain the string too
     except ValueError:  # no </body>, or not text (a report.zip)
-        raise RuntimeError(f"{report} is not an HTML page; give the .html that "
-                           "`snakemake --report` wrote") from None
+        raise BadInput(f"{report} is not an HTML page; give the .html that "
+                       "`snakemake --report` wrote") from None
     html = html[:end] + extra + "\n" + html[end:]
     png = png.resolve()
     png.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         screenshot(args.report, args.png, category=args.category or None, width=width,
                    height=height)
-    except (OSError, RuntimeError) as error:  # a missing report or Chromium included
+    except BadInput as error:
+        print(f"report_screenshot: {error}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as error:  # no Chromium, or Chromium failed
         print(f"report_screenshot: {error}", file=sys.stderr)
         return 1
     return 0
