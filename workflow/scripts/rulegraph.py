@@ -58,11 +58,15 @@ def render(dot_text: str, out: Path) -> None:
 
 
 def main(argv: list[str]) -> None:
+    """Bad arguments: one line, exit 2, before Snakemake runs; a missing tool or a failed run of
+    Snakemake or `dot`: its message, exit 1."""
     if not argv or argv[0].startswith("-"):
-        raise SystemExit("usage: rulegraph.py OUT.svg [TARGET ...]")
+        print("usage: rulegraph.py OUT.svg [TARGET ...]", file=sys.stderr)
+        raise SystemExit(2)
     if not Path(argv[0]).suffix:
-        raise SystemExit(f"rulegraph: {argv[0]} has no suffix to pick the format from "
-                         "(.svg, .png, .pdf)")
+        print(f"rulegraph: {argv[0]} has no suffix to pick the format from (.svg, .png, .pdf)",
+              file=sys.stderr)
+        raise SystemExit(2)
     render(rule_graph(argv[1:] or DEFAULT_TARGETS), Path(argv[0]))
 
 
