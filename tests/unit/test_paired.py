@@ -117,7 +117,7 @@ def test_the_interval_holds_its_level_with_three_seeds_and_the_check_has_teeth()
     method the interval calls a difference at most as often as a 5% interval would, by a
     binomial tail of 1e-3 (bound ~5.6%: a 6% interval fails it at ~1% chance, a 6.5% one never).
     The same check fails the collapse shape (WSCAT's seed drops 25 points with probability 0.1:
-    7.2% at 200 bootstrap draws, 8.3% at the test's 50), the project's known limit
+    7.3% at 200 bootstrap draws, 8.6% at the test's 50), the project's known limit
     (docs/evaluation.md), so the check can fail."""
     repeats = 15_000
     bound = _binomial_bound(repeats)
