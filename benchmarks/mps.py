@@ -62,6 +62,12 @@ def _control(control: str, env: dict[str, str], command: str,
     return done.stdout if done.returncode == 0 else None
 
 
+def _one_line(output: str) -> str:
+    """A program's output as one line: the note is one line of a run's progress log, and a
+    probe's traceback or a daemon's error spans several."""
+    return " ".join(output.split())
+
+
 def find_control() -> str | None:
     """The MPS control program on PATH or in the driver's folder, or None."""
     found = shutil.which(CONTROL)
@@ -91,7 +97,7 @@ def start(folder: Path, *, probe: list[str] | None = None,
         return None, f"{CONTROL} -d did not start ({error}); the steps take turns on the card"
     if daemon.returncode != 0:
         return None, (f"{CONTROL} -d exited {daemon.returncode} "
-                      f"({(daemon.stderr or daemon.stdout).strip()[:200]}); the steps take turns "
+                      f"({_one_line(daemon.stderr or daemon.stdout)[:200]}); the steps take turns "
                       "on the card")
     mps = Mps(control, env)
     servers: list[str] = []
@@ -99,7 +105,7 @@ def start(folder: Path, *, probe: list[str] | None = None,
         checked = subprocess.run(probe or [sys.executable, "-c", PROBE],
                                  env={**env, "WSCAT_MPS_CONTROL": control}, capture_output=True,
                                  text=True, timeout=120)
-        failed = (f"exit {checked.returncode}: {(checked.stderr or '').strip()[-300:]}"
+        failed = (f"exit {checked.returncode}: {_one_line(checked.stderr or '')[-300:]}"
                   if checked.returncode != 0 else "")
         for line in checked.stdout.splitlines():
             if line.startswith("mps-servers"):
