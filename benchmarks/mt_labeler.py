@@ -64,6 +64,8 @@ def configure(base: dict, run: str, dataset: str = PROXY) -> tuple[dict, str]:
     """params for one run ('standard', 'mt', 'standard:<epochs>' or
     'mt:<epochs>:<copy|average>[:<warmup_fraction>]', the last 0 for a plain cosine), and its
     method."""
+    if labeler_of(run) not in ("mt", "standard"):
+        raise ValueError(f"{labeler_of(run)!r} is not a labeler (standard or mt)")
     params = yaml.safe_load(yaml.safe_dump(base))
     if run in ("mt", "standard"):
         return validate_params(params), run
@@ -257,6 +259,23 @@ def main() -> int:
         return 2
     base, model = base_params(args)
     dataset, device = args.dataset, torch.device(args.device)
+    # Before any training: a run named twice would count its seeds twice in the rule's sum, and
+    # a run `configure` refuses would stop the script after the runs before it had trained.
+    twice = sorted({run for run in args.runs if args.runs.count(run) > 1})
+    if twice:
+        print(f"mt_labeler.py: --runs names {', '.join(twice)} more than once; give each run "
+              "once", file=sys.stderr)
+        return 2
+    epochs: dict[str, int] = {}
+    for run in args.runs:
+        try:
+            params, method = configure(base, run, dataset)
+        except ValueError as error:
+            print(f"mt_labeler.py: --runs {run}: {error}; a run is standard, mt, "
+                  "standard:<epochs> or mt:<epochs>:<copy|average>[:<warmup_fraction>]",
+                  file=sys.stderr)
+            return 2
+        epochs[run] = training_for(params, dataset, method)["epochs"]
     accuracy: dict[str, list[float]] = {run: [] for run in args.runs}  # diagnostic only
     validation: dict[str, list[float]] = {run: [] for run in args.runs}
     seconds = dict.fromkeys(args.runs, 0.0)
@@ -280,8 +299,6 @@ def main() -> int:
     wall = time.monotonic() - started
     machine = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else cpu_model()
     several = len(args.seeds) > 1
-    epochs = {run: training_for(params, dataset, method)["epochs"]
-              for run, (params, method) in ((r, configure(base, r, dataset)) for r in args.runs)}
 
     def table(scores: dict[str, list[float]]) -> str:
         rows = []

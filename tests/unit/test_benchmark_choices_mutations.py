@@ -206,8 +206,11 @@ def test_the_labeler_page_chooses_on_validation_never_on_pseudo_label_accuracy(
 
 
 def test_the_labeler_refusals_come_before_any_work(monkeypatch: pytest.MonkeyPatch,
-                                                   tmp_path: Path) -> None:
-    """--jobs 0 and a page that is the params file: refused before a split is made."""
+                                                   tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """--jobs 0, a page that is the params file, a run named twice (its seeds would count twice in
+    the rule's sum) and a run that is not one (it would stop the script after the runs before it
+    had trained): refused in one line, exit 2, before a split is made."""
     def no_work(*args: Any, **kw: Any) -> None:
         raise AssertionError("work started")
 
@@ -221,6 +224,14 @@ def test_the_labeler_refusals_come_before_any_work(monkeypatch: pytest.MonkeyPat
     assert _main(monkeypatch, ml, ["--dataset", "digits", "--params", str(params), "--tag", "t",
                                    "--page", str(params)]) == 2
     assert params.read_bytes() == PARAMS.read_bytes()
+    for runs in (["standard", "mt", "standard"], ["mt:60", "standard"], ["mtx:60:copy"],
+                 ["standard:x"]):
+        capsys.readouterr()
+        assert _main(monkeypatch, ml, ["--dataset", "digits", "--params", str(PARAMS), "--runs",
+                                       *runs, "--tag", "t", "--page", str(tmp_path / "p.md")]) == 2
+        error = capsys.readouterr().err
+        assert len(error.strip().splitlines()) == 1 and error.startswith("mt_labeler.py: --runs")
+    assert not (tmp_path / "p.md").exists()
 
 
 def _args(**given: Any) -> argparse.Namespace:
