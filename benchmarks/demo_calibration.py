@@ -407,6 +407,11 @@ def main() -> None:
         return
     if not args.stage:
         parser.error("pass --stage " + "|".join(SETTINGS) + ", or --render PAGE")
+    names = [setting[0] for setting in SETTINGS[args.stage]]
+    unknown = [name for name in args.only or [] if name not in names]
+    if unknown:  # else nothing would run, and the stage's CSV would not be written
+        parser.error(f"--only {' '.join(unknown)}: not a setting of stage {args.stage} "
+                     f"({', '.join(names)})")
     torch.set_num_threads(1)
     base = load_params(args.params)
     eps_values = args.eps if args.stage == "eps" else [base["datasets"]["digits"]["eps"]]

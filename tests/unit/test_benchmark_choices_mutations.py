@@ -594,6 +594,27 @@ def test_the_calibration_stages(stage: str, monkeypatch: pytest.MonkeyPatch,
         assert {row["setting"] for row in csv.DictReader(handle)} == {only}
 
 
+def test_a_setting_no_stage_has_is_refused_before_any_work(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--only with a name the stage lacks ran nothing and then failed on its empty rows (an
+    IndexError, no CSV): now one line, exit 2, before any split or training."""
+    def no_work(*args: Any, **kw: Any) -> None:
+        raise AssertionError("work started")
+
+    monkeypatch.setattr(dc, "held_out_images", no_work)
+    monkeypatch.setattr(dc, "run_setting", no_work)
+    good = dc.SETTINGS["seeds"][0][0]
+    with pytest.raises(SystemExit) as refused:
+        _main(monkeypatch, dc, ["--stage", "seeds", "--only", good, "w99", "--params",
+                                str(PARAMS), "--out", str(tmp_path / "out.csv")])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "error: --only w99: not a setting of stage seeds (" + ", ".join(
+            name for name, *_ in dc.SETTINGS["seeds"]) + ")")
+    assert not (tmp_path / "out.csv").exists()
+
+
 def test_the_page_shows_mean_then_natural_and_aa(monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
     """A cell is **Mean** (Natural / AA); train+eval s; a method a run lacks is a dash."""
