@@ -17,8 +17,10 @@ What is checked, and from which fact:
   over seeds, a tie to fewer epochs, and the pseudo-label accuracy (the true labels of the
   unlabelled pool) never enters it; each run's seconds are summed over seeds, its epochs its own
   (not params.yaml's), the validation table shows the validation scores with mean and min over
-  several seeds; `--jobs 0` is refused before any work; a dataset params.yaml lacks and the proxy
-  without --npz are refused in one line; the model defaults to the experiment's, and only a CPU
+  several seeds; `--jobs 0`, a page that is an input, a run named twice and a run that is not
+  one (fixed: they counted twice in the sum, or stopped the script after the runs before them
+  had trained) are refused before any work; a dataset params.yaml lacks and the proxy without
+  --npz are refused in one line; the model defaults to the experiment's, and only a CPU
   run turns off bf16 and channels_last; a run's ramp-up keeps its share of the run, rounded,
   and names its EMA buffers; `standard:<epochs>` keeps the knobs params.yaml already sets.
 - compile_choice: graphs when T falls by *at least* the margin (the boundary included), 10% by
@@ -28,9 +30,10 @@ What is checked, and from which fact:
   the choice; a warm-up of 0 s is a measurement, a bool is not a number of seconds; an eager file
   given twice or a graphs file given twice is refused; each group's epochs come from params; only
   `--apply` writes; apply refuses (file untouched, no temporary left) a params file whose dataset
-  level still compiles the methods it would make eager.
-- demo_calibration: the calibration split tests on the held-out images, trains neither on them
-  nor (TRADES with every label) on them, keeps the validation split, refuses a held-out image the
+  level still compiles the methods it would make eager; with_choice refuses a proxy block without
+  per_method rather than writing into the next dataset's.
+- demo_calibration: the calibration split tests on the held-out images, no run trains on them
+  (TRADES with every label included), it keeps the validation split, refuses a held-out image the
   seed labels, and draws a missing held set from the seed's unlabelled pool; held_out_images
   draws from the images no seed labels, round 2 from what round 1 (drawn with seed 0) left; the
   issue's test: a gap of exactly 8 passes, a gap equal to 3 x the larger sample std (ddof 1, of
@@ -45,7 +48,8 @@ What is checked, and from which fact:
   TRADES-with-every-label as TRADES on the full split, each method on its own labeler's
   pseudo-labels made on the calibration split; main runs the fixed stages (`seeds`, `replicate`)
   on one held set (round 2 for `replicate`), params' eps outside stage `eps`, only the settings
-  `--only` names; render's cells are Mean (Natural / AA).
+  `--only` names, and refuses a name the stage lacks (fixed: nothing ran, then an IndexError);
+  render's cells are Mean (Natural / AA).
 """
 from __future__ import annotations
 
@@ -320,7 +324,8 @@ def test_a_run_counts_111_steps_an_epoch_by_default() -> None:
 
 
 def test_the_groups_are_the_proxys_six_methods_each_once() -> None:
-    """GROUPS covers experiments.cifar10-proxy.methods; a graphed group gives every member graphs."""
+    """GROUPS covers experiments.cifar10-proxy.methods; a graphed group gives all its members
+    graphs."""
     members = [m for group in cc.GROUPS.values() for m in group]
     proxy = _load(PARAMS)["experiments"]["cifar10-proxy"]["methods"]
     assert sorted(members) == sorted(proxy)
@@ -389,6 +394,19 @@ def test_apply_refuses_a_dataset_level_compile_it_cannot_undo(tmp_path: Path) ->
     with pytest.raises(ValueError, match="would still compile"):
         cc.apply(path, [], everything)
     assert path.read_text() == text and [p.name for p in tmp_path.iterdir()] == ["params.yaml"]
+
+
+def test_with_choice_writes_into_the_proxys_own_per_method_block_or_refuses() -> None:
+    """Without a per_method block under training.cifar10-proxy the file is not laid out for it:
+    ValueError, not an entry in the next dataset's per_method block."""
+    text = PARAMS.read_text()
+    start = text.index(f"\n  {cc.DATASET}:\n", text.index("\ntraining:"))
+    block = text.index("\n    per_method:", start)
+    after = text.index("\n  cifar100:", block)  # the next dataset, which has a per_method block
+    assert "\n    per_method:" in text[after:]
+    flat = text[:block] + text[after:]
+    with pytest.raises(ValueError, match="add the keys by hand"):
+        cc.with_choice(flat, ["mt"])
 
 
 # ---------------------------------------------------------------- demo_calibration
