@@ -23,11 +23,12 @@ What is checked, and from which fact:
   before either was recorded); one label per unlabelled image, integers, each below the number of
   classes; an empty file for an empty pool loads. A run's tensors carry the dataset's classes,
   mean and std; a pseudo-label method without its file is one line. DMAT's generated images: an
-  npz of float images, labels of another length or a negative label are refused, a missing file
-  names the params entry, images are N x H x W x C (non-square too), uint8 datasets keep the
-  uint8 values; added to a pseudo-labelled (or label-free) pool they come after it with their own
-  labels in the same order (the pool's pseudo-labels or -1 untouched: no true label), and only a
-  labelled-only run fixes the labelled share of a batch (batch - int(fraction x batch))."""
+  npz of float images is refused, and so are labels of another length or shape, not integers, or
+  negative; a missing file names the params entry, images are N x H x W x C (non-square too),
+  uint8 datasets keep the uint8 values; added to a pseudo-labelled (or label-free) pool they come
+  after it with their own labels in the same order (the pool's pseudo-labels or -1 untouched: no
+  true label), and only a labelled-only run fixes the labelled share of a batch (batch -
+  int(fraction x batch))."""
 from __future__ import annotations
 
 import math
@@ -276,7 +277,11 @@ def test_a_pseudo_label_run_without_its_file_is_one_line(split: Split) -> None:
     ({"images": np.zeros((2, 3, 2, 1), np.uint8)}, "must be uint8 N x 2 x 3 x 1, got uint8"),
     ({"images": np.zeros((3, 2, 3, 1), np.uint8), "labels": np.array([0, 1])}, "one label in"),
     ({"images": np.zeros((2, 2, 3, 1), np.uint8), "labels": np.array([0, -1])}, "one label in"),
-], ids=["float", "transposed", "two-labels-for-three", "negative"])
+    # a column of labels would have failed the first training step (a 2-D unlabelled_y beside
+    # the 1-D labelled_y), and float labels were truncated (2.7 to class 2)
+    ({"images": np.zeros((2, 2, 3, 1), np.uint8), "labels": np.array([[0], [1]])}, "one label in"),
+    ({"images": np.zeros((2, 2, 3, 1), np.uint8), "labels": np.array([0.0, 2.7])}, "one label in"),
+], ids=["float", "transposed", "two-labels-for-three", "negative", "column", "float-labels"])
 def test_bad_generated_files_are_refused(tmp_path: Path, content: dict[str, np.ndarray],
                                          words: str) -> None:
     np.savez(tmp_path / "g.npz", **content)

@@ -125,8 +125,11 @@ def load_generated(path: Path, source: ImageDataset) -> tuple[torch.Tensor, torc
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != expected:
         raise ValueError(f"{path}: images must be uint8 N x {' x '.join(map(str, expected))}, got "
                          f"{images.dtype} {' x '.join(map(str, images.shape))}")
-    if labels is not None and (len(labels) != len(images) or labels.min() < 0
-                               or labels.max() >= source.num_classes):
+    # One integer per image: a column (N x 1) would fail the first training step, and float
+    # labels would be truncated to classes nobody chose.
+    if labels is not None and (labels.shape != images.shape[:1]
+                               or not np.issubdtype(labels.dtype, np.integer)
+                               or labels.min() < 0 or labels.max() >= source.num_classes):
         raise ValueError(f"{path}: need one label in 0..{source.num_classes - 1} per image")
     x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()
     if source.images.dtype != torch.uint8:  # a float dataset (digits): compare in [0,1]
