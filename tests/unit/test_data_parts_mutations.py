@@ -1,4 +1,4 @@
-"""Mutation tests for wscat/data/augment.py, sampler.py, capacity.py and training_data.py (the
+"""Mutation tests for wscat/data/augmentation.py, sampler.py, capacity.py and training_data.py (the
 parts of the data path test_data_mutations leaves unguarded): each test kills hand-made mutants
 that went through the unit tests importing them, with expectations from the modules' docstrings,
 the release's facts (docs/official-code.md, the paper's official-code notes: crop with padding 4,
@@ -41,8 +41,6 @@ import numpy as np
 import pytest
 import torch
 
-# The package's name, as the trainer imports it: importing the submodule wscat.data.augment would
-# bind the package's `augment` to the module for every later `from wscat.data import augment`.
 from wscat.data import augment
 from wscat.data.capacity import split_problem
 from wscat.data.sampler import sample_batch_indices
@@ -339,3 +337,24 @@ def test_a_labelled_only_run_keeps_batch_less_int_of_the_generated_share(split: 
     mixed = add_generated(data, _run(0.35, "labelled"), torch.zeros(2, 1, 2, 2),
                           torch.tensor([1, 2]))
     assert mixed.labelled_per_batch == 10 - math.floor(3.5)
+
+
+def test_importing_every_submodule_first_leaves_the_packages_names_its_functions() -> None:
+    """No submodule of wscat.data shares a name with what the package exports: importing the
+    submodule `wscat.data.augment` (as the file was once called) bound the package's `augment`
+    to the module, and every later training called a module ("'module' object is not
+    callable"). Checked in a fresh interpreter, whatever this one imported before."""
+    import subprocess
+    import sys
+
+    code = ("import pkgutil, importlib, types, wscat.data as d\n"
+            "for m in pkgutil.iter_modules(d.__path__):\n"
+            "    importlib.import_module('wscat.data.' + m.name)\n"
+            "bad = [n for n in d.__all__ if isinstance(getattr(d, n), types.ModuleType)]\n"
+            "print(bad)\n"
+            "import wscat.training.trainer as t\n"
+            "print(callable(t.augment) and not isinstance(t.augment, types.ModuleType))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]", "True"]

@@ -4,13 +4,15 @@ by its own name: it builds the trainer's TrainingData, and wscat.training import
 
 The names below load on first use, so that a submodule without torch (capacity, split, the
 sources' archive lists) can be imported without it: the workflow does so while building the DAG.
+No submodule shares a name with one of them: importing wscat.data.augment (the module, as it was
+once called) bound the package's `augment` to the module, and training then called a module.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-_HOMES = {"augment": "augment", "iterations_per_epoch": "sampler",
+_HOMES = {"augment": "augmentation", "iterations_per_epoch": "sampler",
           "sample_batch_indices": "sampler", "DatasetUnavailable": "sources",
           "ImageDataset": "sources", "archive_status": "sources", "as_unit_float": "sources",
           "fetch_dataset": "sources", "load_dataset": "sources", "raw_files": "sources",
@@ -24,5 +26,5 @@ def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'wscat.data' has no attribute '{name}'")
     value = getattr(importlib.import_module(f"wscat.data.{_HOMES[name]}"), name)
-    globals()[name] = value  # after the import bound the submodule `augment` to the name
+    globals()[name] = value
     return value
