@@ -202,6 +202,11 @@ def main() -> int:
     except (OSError, ConfigError) as error:
         print(f"compile_choice.py: {error}", file=sys.stderr)
         return 2
+    failed = graphs.get("failed", [])
+    if not isinstance(failed, list) or not all(isinstance(line, str) for line in failed):
+        print("compile_choice.py: --graphs: 'failed' is not a list of lines; give the JSON "
+              "throughput.py wrote", file=sys.stderr)
+        return 2
     epochs = {key: training_for(params, DATASET, key)["epochs"] for key in GROUPS}
     chosen = choose(eager, graphs, epochs, margin=args.margin)
     for key, (_, why) in chosen.items():

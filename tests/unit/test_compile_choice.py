@@ -137,3 +137,19 @@ def test_apply_writes_the_chosen_keys_and_nothing_else(tmp_path):
                           "--params", str(params), "--apply"], capture_output=True, text=True)
     assert run.returncode == 2 and "left as it was" in run.stderr
     assert params.read_text() == flat and list(tmp_path.glob(".params.yaml*")) == []
+
+
+def test_a_failed_list_that_is_not_lines_is_one_line(tmp_path, capsys, monkeypatch):
+    """A 'failed' that is not a list of lines was a TypeError traceback: bad input, one line,
+    exit 2."""
+    eager = tmp_path / "eager.json"
+    eager.write_text(json.dumps(_result([("mt", 0.016, 1.0)])))
+    for failed in (3, "wrn-16-4 mt failed", [["nested"]]):
+        graphs = tmp_path / "graphs.json"
+        graphs.write_text(json.dumps({**_result([("mt", 0.008, 9.0)], mode="reduce-overhead"),
+                                      "failed": failed}))
+        monkeypatch.setattr(sys, "argv", ["compile_choice.py", "--eager", str(eager), "--graphs",
+                                          str(graphs)])
+        assert compile_choice.main() == 2
+        assert capsys.readouterr() == ("", "compile_choice.py: --graphs: 'failed' is not a list "
+                                           "of lines; give the JSON throughput.py wrote\n")
