@@ -499,6 +499,19 @@ def test_the_summary_skips_one_seed_settings_and_says_when_one_passes() -> None:
     assert "A setting passes over seeds (see the table)." in lines
 
 
+def test_the_summary_leaves_out_a_setting_where_a_method_did_not_run() -> None:
+    """A setting without TRADES-with-every-label's rows printed 'nan ± nan' in its column as if
+    it were a number: it is left out, and the page says which and why."""
+    full = _setting("full", 16, _means([60.0] * 3, [70.0] * 3, [70.0] * 3))
+    short = [r for r in _setting("short", 24, _means([60.0] * 3, [61.0] * 3, [61.0] * 3))
+             if r["method"] != "trades-full"]
+    lines = dc.summary(full + short)
+    assert not any("nan" in line for line in lines)
+    assert [line.split(" | ")[0] for line in lines if line.startswith("| ") and " | 1 2 3 |"
+            in line] == ["| full"]
+    assert "Left out, not every method ran: short (no trades-full)." in lines
+
+
 def test_the_rules_time_estimate_and_its_base() -> None:
     """w16 (listed second) is the base: 11 CPU s per run (10 train + 1 eval), 15 runs of the
     five methods = 165 s, plus one more WSCAT (33 s) = 198 s stand for 330 s of Snakemake; with
