@@ -35,7 +35,8 @@ What is checked, and from which fact:
   seed, and each step's `kept`, seconds and call.
 - publish (its docstring, the README's layout): OUT/seed{s}.tar.gz is gzip, holds seed{s}/ only
   with the files at their places under results/, the params, summary.md, progress.log (every
-  call's, from results/proxy/) and run.json, nothing left from an earlier call's folder, entries readable by anyone (0644/0755).
+  call's, from results/proxy/) and run.json, nothing left from an earlier call's folder, entries
+  readable by anyone (0644/0755).
 - seed_files: every method's metrics, extra metrics and train log, each labeler's pseudo-label
   report, of this seed only, those that exist.
 - main (DEVELOPERS.md, the script's docstring and --help): `--check` writes nothing and exits 0;
