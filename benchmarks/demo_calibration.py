@@ -106,7 +106,8 @@ def calibration_split(split_path: Path, out: Path, *, full: bool = False,
     split = load_split(split_path)
     pool = split.unlabelled
     held = _stratified(pool, split.seed) if held is None else held
-    assert np.isin(held, pool).all(), "a calibration image is labelled in this seed's split"
+    if not np.isin(held, pool).all():  # the calibration images must be unlabelled ones
+        raise ValueError(f"a calibration image is labelled in seed {split.seed}'s split")
     rest = np.setdiff1d(pool, held)
     if full:
         cal = replace(split, labelled=np.union1d(split.labelled, rest),
@@ -281,7 +282,10 @@ def rule_table(rows: list[dict[str, str]]) -> tuple[list[str], str]:
                    if r["setting"] == setting and r["method"] in methods)
 
     five = ("standard", "mt", "trades", "rst", "wscat")
-    base = next(r["setting"] for r in rows if r["width"] == "16")
+    base = next((r["setting"] for r in rows if r["width"] == "16"), None)
+    if base is None:  # the time estimate is scaled on the demo's own setting
+        raise ValueError("no width-16 setting in the rows: the rule scales its time estimate "
+                         "on the demo's w16 setting; rerun the stage with it")
     scale = DEMO_SNAKEMAKE_S / (cpu(base, five) + cpu(base, ("wscat",)))
     lines = ["| setting | TRADES | RST | WSCAT | TRADES, every label | RST − TRADES"
              " | WSCAT − TRADES | 3 × larger std | passes | margin | est. demo s (without "
@@ -358,7 +362,12 @@ def render(page: Path) -> None:
     """docs/demo-calibration.md from the CSVs: per stage, one row per setting (and eps)."""
     lines = [PAGE_HEAD]
     order = list(SETTINGS)  # eps, settings, seeds: the order they ran in
-    for path in sorted(RESULTS.glob("demo-calibration-*.csv"),
+    paths = list(RESULTS.glob("demo-calibration-*.csv"))
+    unknown = [p.name for p in paths if p.stem.removeprefix("demo-calibration-") not in order]
+    if unknown:
+        raise ValueError(f"{', '.join(sorted(unknown))} in {RESULTS}: not a stage's CSV "
+                         f"(stages: {', '.join(order)}); rename or move it")
+    for path in sorted(paths,
                        key=lambda p: order.index(p.stem.removeprefix("demo-calibration-"))):
         rows = _read(path)
         if not rows:
@@ -413,7 +422,13 @@ def main() -> None:
                         help="CSV (default: benchmarks/results/demo-calibration-STAGE.csv)")
     args = parser.parse_args()
     if args.render:
-        render(args.render)
+        try:
+            render(args.render)
+        except ValueError as error:  # a CSV the page cannot be made from: one line, exit 2
+            parser.exit(2, f"demo_calibration.py: {error}\n")
+        except KeyError as error:
+            parser.exit(2, f"demo_calibration.py: a CSV in {RESULTS} lacks the column {error}; "
+                        "rerun its stage\n")
         return
     if not args.stage:
         parser.error("pass --stage " + "|".join(SETTINGS) + ", or --render PAGE")

@@ -60,12 +60,19 @@ DEFAULT_RUNS = ["standard", "standard:60", "mt", "mt:60:copy"]  # both labelers,
 PROXY = EXPERIMENT  # the proxy's experiment and dataset share the name
 
 
+RUN_FIELDS = {"standard": (1, 2), "mt": (1, 3, 4)}  # 'standard[:E]', 'mt[:E:B[:W]]'
+
+
 def configure(base: dict, run: str, dataset: str = PROXY) -> tuple[dict, str]:
     """params for one run ('standard', 'mt', 'standard:<epochs>' or
     'mt:<epochs>:<copy|average>[:<warmup_fraction>]', the last 0 for a plain cosine), and its
     method."""
     if labeler_of(run) not in ("mt", "standard"):
         raise ValueError(f"{labeler_of(run)!r} is not a labeler (standard or mt)")
+    fields, allowed = run.count(":") + 1, RUN_FIELDS[labeler_of(run)]
+    if fields not in allowed:  # else a field past the last known one would be ignored
+        raise ValueError(f"{fields} ':'-separated fields, where {labeler_of(run)} takes "
+                         + ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}")
     params = yaml.safe_load(yaml.safe_dump(base))
     if run in ("mt", "standard"):
         return validate_params(params), run

@@ -214,7 +214,8 @@ def test_the_labeler_refusals_come_before_any_work(monkeypatch: pytest.MonkeyPat
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """--jobs 0, a page that is the params file, a run named twice (its seeds would count twice in
     the rule's sum) and a run that is not one (it would stop the script after the runs before it
-    had trained): refused in one line, exit 2, before a split is made."""
+    had trained; a field past the last one it takes would be ignored): refused in one line,
+    exit 2, before a split is made."""
     def no_work(*args: Any, **kw: Any) -> None:
         raise AssertionError("work started")
 
@@ -229,7 +230,7 @@ def test_the_labeler_refusals_come_before_any_work(monkeypatch: pytest.MonkeyPat
                                    "--page", str(params)]) == 2
     assert params.read_bytes() == PARAMS.read_bytes()
     for runs in (["standard", "mt", "standard"], ["mt:60", "standard"], ["mtx:60:copy"],
-                 ["standard:x"]):
+                 ["standard:x"], ["mt:60:copy:0.1:x"], ["standard:60:copy"]):
         capsys.readouterr()
         assert _main(monkeypatch, ml, ["--dataset", "digits", "--params", str(PARAMS), "--runs",
                                        *runs, "--tag", "t", "--page", str(tmp_path / "p.md")]) == 2
@@ -425,8 +426,9 @@ def test_the_calibration_split_tests_on_the_held_out_images_and_trains_on_none(
     assert cal.unlabelled.tolist() == [2, 4, 6, 8, 9] and cal.labelled.tolist() == [0, 1]
     assert full.labelled.tolist() == [0, 1, 2, 4, 6, 8, 9] and full.unlabelled.size == 0
     assert cal.validation.tolist() == full.validation.tolist() == [10, 11]
-    with pytest.raises(AssertionError, match="labelled in this seed's split"):
+    with pytest.raises(ValueError, match="labelled in seed 1's split"):  # not a bare assert
         dc.calibration_split(tmp_path / "s.npz", tmp_path / "x.npz", held=np.array([0, 3]))
+    assert not (tmp_path / "x.npz").exists()
 
 
 def test_a_calibration_set_drawn_for_one_seed_comes_from_its_unlabelled_pool(

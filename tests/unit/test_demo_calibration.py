@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from wscat.config import load_params
 from wscat.data import load_dataset, load_split
@@ -91,3 +92,36 @@ def test_the_replicate_stage_decides_on_both_rounds_averaged() -> None:
     assert "| w24 | " in "".join(alone) and "+8.50" in "".join(alone)
     assert lines[-2] == "The rule picks **w24** (margin +0.20), without the WSCAT-sup column."
     assert cal.replicate_summary(first, first)[-2].startswith("No setting that fits passes")
+
+
+def test_the_rule_without_the_demos_width_16_setting_is_refused_in_one_line() -> None:
+    rows = _rows("w24", 24, {"standard": [0, 0, 0], "mt": [0, 0, 0], "trades": [60, 61, 62],
+                             "rst": [66, 67, 68], "wscat": [66, 67, 68],
+                             "trades-full": [75, 76, 77]}, 10)
+    with pytest.raises(ValueError, match="no width-16 setting"):
+        cal.rule_table(rows)
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("demo-calibration-sweep.csv", "setting,method\nw16,trades\n", "not a stage's CSV"),
+    ("demo-calibration-seeds.csv", "setting,method\nw16,trades\n", "lacks the column"),
+    ("demo-calibration-seeds.csv", "setting,width,labelled,epochs,train_steps,eps,seed,method,"
+     "Mean,Natural,AA,train_s,eval_s\nw24,24,100,40,5,0.1,1,trades,60,70,50,1,1\n",
+     "no width-16 setting"),
+])
+def test_render_refuses_a_csv_it_cannot_render_in_one_line_and_writes_no_page(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        name: str, text: str, words: str) -> None:
+    """`--render` on a results folder holding a CSV of no stage, one lacking a column, or a
+    `seeds` stage without the w16 setting the rule scales on: one line, exit 2, no page."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / name).write_text(text)
+    monkeypatch.setattr(cal, "RESULTS", results)
+    page = tmp_path / "page.md"
+    monkeypatch.setattr(sys, "argv", ["demo_calibration.py", "--render", str(page)])
+    with pytest.raises(SystemExit) as exit_:
+        cal.main()
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and words in error and len(error.strip().splitlines()) == 1
+    assert error.startswith("demo_calibration.py: ") and not page.exists()
