@@ -34,9 +34,12 @@ sys.path.insert(0, str(ROOT))
 
 from wscat.training.speed import CompileMode  # noqa: E402
 
-# Dense peak of the tensor cores (bf16; TF32 is half of it), by device-name fragment.
-PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12,
-                   "RTX 4090": 165e12, "A40": 150e12, "V100": 125e12}
+# Dense peak of the tensor cores (bf16; TF32 is half of it), by device-name fragment, the first
+# fragment the name holds: the PCIe and NVL cards before the SXM ones they share a name with.
+# No V100 (no bf16 or TF32 tensor cores: its share is "n/a").
+PEAK_BF16_FLOPS = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H200 NVL": 835e12,
+                   "H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12,
+                   "RTX 4090": 165e12, "A40": 150e12}
 
 
 def machine(device: str, threads: int) -> str:
@@ -159,10 +162,12 @@ def _attack_seconds_per_step(step: Callable[[], None], iters: int, device: torch
 
             module.pgd = timed
             patched.append((module, original))
-    for _ in range(iters):
-        step()
-    for module, original in patched:
-        module.pgd = original
+    try:
+        for _ in range(iters):
+            step()
+    finally:  # a step that raises leaves the methods' own attack in place
+        for module, original in patched:
+            module.pgd = original
     return attack_seconds[0] / iters
 
 

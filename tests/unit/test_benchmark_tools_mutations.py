@@ -242,7 +242,8 @@ def _cuda_named(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
 
 def test_the_peak_share_is_over_the_data_sheet_s_dense_peak(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """NVIDIA's data sheets: H100 SXM 989 TFLOP/s dense bf16, A100 312; TF32 half of bf16."""
+    """NVIDIA's data sheets: H100 SXM 989 TFLOP/s dense bf16, PCIe 756, NVL 835, A100 312; TF32
+    half of bf16."""
     cuda = torch.device("cuda")
     _cuda_named(monkeypatch, "NVIDIA H100 80GB HBM3")
     share = throughput._peak_flops_share
@@ -251,8 +252,13 @@ def test_the_peak_share_is_over_the_data_sheet_s_dense_peak(
     _cuda_named(monkeypatch, "NVIDIA A100-SXM4-40GB")
     assert share(1e12, 0.02, cuda, "bf16") == pytest.approx(5e13 / 312e12)
     assert share(None, 0.02, cuda, "bf16") is None  # no FLOP count
-    _cuda_named(monkeypatch, "Some Card")
-    assert share(1e12, 0.02, cuda, "bf16") is None
+    _cuda_named(monkeypatch, "NVIDIA H100 PCIe")  # not the SXM card's peak
+    assert share(1e12, 0.02, cuda, "bf16") == pytest.approx(5e13 / 756e12)
+    _cuda_named(monkeypatch, "NVIDIA H100 NVL")
+    assert share(1e12, 0.02, cuda, "bf16") == pytest.approx(5e13 / 835e12)
+    for name in ("Some Card", "Tesla V100-SXM2-16GB"):  # a V100 has no bf16 or TF32 cores
+        _cuda_named(monkeypatch, name)
+        assert share(1e12, 0.02, cuda, "bf16") is None
     assert share(1e12, 0.02, torch.device("cpu"), "bf16") is None
 
 
@@ -332,6 +338,14 @@ def test_seconds_a_step_and_the_attack_s_share(monkeypatch: pytest.MonkeyPatch) 
     assert throughput._seconds_per_step(step, 4, cpu) == pytest.approx(0.25)
     assert throughput._attack_seconds_per_step(step, 2, cpu) == pytest.approx(0.1)
     assert trades.pgd is pgd and set(results) == {"adversarial"}
+
+    def failing() -> None:
+        trades.pgd()
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        throughput._attack_seconds_per_step(failing, 2, cpu)
+    assert trades.pgd is pgd  # restored though the step raised
 
 
 def test_the_step_trains_with_the_attack_steps_and_precision_asked(
