@@ -71,7 +71,9 @@ def test_unlabelled_generated_images_take_the_labelers_predictions(digits):
     ({"pictures": np.zeros((2, 8, 8, 1), np.uint8)}, "must hold `images`"),
     ({"images": np.zeros((2, 8, 8, 3), np.uint8)}, "uint8 N x 8 x 8 x 1"),
     ({"images": np.zeros((2, 8, 8, 1), np.uint8), "labels": np.array([0, 10])}, "0..9"),
-], ids=["no-images", "wrong-shape", "bad-label"])
+    ({"images": np.zeros((0, 8, 8, 1), np.uint8), "labels": np.zeros(0, np.int64)},
+     "holds no images"),
+], ids=["no-images", "wrong-shape", "bad-label", "empty"])
 def test_bad_generated_files_are_one_line_errors(digits, content, words):
     params, source, split, tmp, _, _ = digits
     np.savez(tmp / "bad.npz", **content)

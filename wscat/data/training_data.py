@@ -125,6 +125,9 @@ def load_generated(path: Path, source: ImageDataset) -> tuple[torch.Tensor, torc
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != expected:
         raise ValueError(f"{path}: images must be uint8 N x {' x '.join(map(str, expected))}, got "
                          f"{images.dtype} {' x '.join(map(str, images.shape))}")
+    if not len(images):  # no image to fill a share of every batch with
+        raise ValueError(f"{path} holds no images (0 x {' x '.join(map(str, expected))}); "
+                         "give it at least one, or drop methods.<name>.generated")
     # One integer per image: a column (N x 1) would fail the first training step, and float
     # labels would be truncated to classes nobody chose.
     if labels is not None and (labels.shape != images.shape[:1]
