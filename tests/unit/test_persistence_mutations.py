@@ -705,6 +705,19 @@ def test_the_device_type_is_in_the_shard_key(monkeypatch: pytest.MonkeyPatch) ->
     assert on_cpu != on_meta
 
 
+def test_the_shard_digest_sees_dtypes_and_shapes_not_only_bytes() -> None:
+    """The same bytes as another shape or dtype are another shard's inputs (or weights)."""
+    from wscat.attacks import shards
+
+    x = torch.arange(12, dtype=torch.float32)
+    digest = shards._digest(x.reshape(3, 4))
+    assert shards._digest(x.reshape(3, 4).clone()) == digest
+    assert shards._digest(x.reshape(4, 3)) != digest
+    assert shards._digest(x.view(torch.int32).reshape(3, 4)) != digest
+    assert shards._digest(x.reshape(3, 4), torch.zeros(0)) != digest
+    assert shards._digest(x.reshape(3, 4) + 1) != digest
+
+
 def test_a_damaged_shard_file_is_attacked_again(tmp_path: Path, attacked: list[int]) -> None:
     """A shard file that is not JSON (cut short, overwritten) is no finished shard: it is run
     again, not a traceback."""

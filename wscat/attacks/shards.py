@@ -39,8 +39,11 @@ class AutoAttackResult:
 
 
 def _digest(*tensors: torch.Tensor) -> str:
+    """SHA-256 of each tensor's dtype, shape and bytes: the same bytes in another shape (a
+    shard's images transposed, a reshaped layer) are other inputs."""
     h = hashlib.sha256()
     for tensor in tensors:
+        h.update(f"{tensor.dtype}:{tuple(tensor.shape)}:".encode())
         h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
