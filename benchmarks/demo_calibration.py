@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
-import platform
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -45,6 +45,9 @@ from wscat.io import atomic_path
 from wscat.data import load_dataset, load_split, save_split
 from wscat.steps import evaluate as evaluate_step, pseudo as pseudo_step
 from wscat.steps import split as split_step, train as train_step
+
+sys.path.insert(0, str(Path(__file__).parent))
+from demo_profile import _cpu_model  # noqa: E402 - a sibling script
 
 HELD_OUT = 300
 RESULTS = Path(__file__).with_name("results")
@@ -178,7 +181,9 @@ the labelled validation split only
 says what follows from it, and answers the demo's question on fresh seeds). Accuracies in %,
 Mean = harmonic mean of Natural, FGSM, PGD-20, CW-20 and the official standard AutoAttack, as in
 the tables. CPU seconds are one thread, summed over
-training (or evaluation) of a run, on a 2-core machine shared with other work (upper bounds).
+training (or evaluation) of a run, on a 2-core machine shared with other work (upper bounds): the
+project's AMD EPYC machine (the CSVs of 2026-11-26 do not record the model; a new row does, in
+its `cpu` column, named below).
 
 What the settings must do (issue: the demo must show what the paper is about): at the demo's
 number of labels, supervised TRADES is limited by its labels (TRADES with every label is clearly
@@ -361,6 +366,10 @@ def _read(path: Path) -> list[dict[str, str]]:
 def render(page: Path) -> None:
     """docs/demo-calibration.md from the CSVs: per stage, one row per setting (and eps)."""
     lines = [PAGE_HEAD]
+    cpus = sorted({row["cpu"] for path in RESULTS.glob("demo-calibration-*.csv")
+                   for row in _read(path) if row.get("cpu")})
+    if cpus:
+        lines += [f"CPU of the rows that record it: {'; '.join(cpus)}.", ""]
     order = list(SETTINGS)  # eps, settings, seeds: the order they ran in
     paths = list(RESULTS.glob("demo-calibration-*.csv"))
     unknown = [p.name for p in paths if p.stem.removeprefix("demo-calibration-") not in order]
@@ -438,6 +447,7 @@ def main() -> None:
         parser.error(f"--only {' '.join(unknown)}: not a setting of stage {args.stage} "
                      f"({', '.join(names)})")
     torch.set_num_threads(1)
+    cpu = _cpu_model()  # every row names the machine its seconds were measured on
     base = load_params(args.params)
     eps_values = args.eps if args.stage == "eps" else [base["datasets"]["digits"]["eps"]]
     out = args.out or RESULTS / f"demo-calibration-{args.stage}.csv"
@@ -458,9 +468,9 @@ def main() -> None:
                     for row in run_setting(params, METHODS[args.stage], seed, Path(tmp), held):
                         rows.append({"setting": name, "width": width, "labelled": labelled,
                                      "epochs": epochs, "train_steps": steps, "eps": eps,
-                                     "seed": seed, **row})
+                                     "seed": seed, **row, "cpu": cpu})
                 write_rows(out, rows)  # after every seed: a killed run keeps what finished
-    print(f"\n{len(rows)} rows -> {out} ({platform.processor() or 'CPU'}, 1 thread)")
+    print(f"\n{len(rows)} rows -> {out} ({cpu}, 1 thread)")
     keys = list(rows[0])
     print("| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
     for row in rows:

@@ -125,3 +125,23 @@ def test_render_refuses_a_csv_it_cannot_render_in_one_line_and_writes_no_page(
     error = capsys.readouterr().err
     assert exit_.value.code == 2 and words in error and len(error.strip().splitlines()) == 1
     assert error.startswith("demo_calibration.py: ") and not page.exists()
+
+
+def test_the_page_names_the_cpu_its_rows_record(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU seconds come with the CPU: the page names every model the rows' `cpu` column holds."""
+    results = tmp_path / "results"
+    results.mkdir()
+    header = ("setting,width,labelled,epochs,train_steps,eps,seed,method,Mean,Natural,AA,"
+              "train_s,eval_s")
+    row = "eps,32,100,40,5,0.1,1,trades,60,70,50,12,3"
+    (results / "demo-calibration-eps.csv").write_text(
+        f"{header},cpu\n{row},AMD EPYC 7B13\n{row.replace(',1,', ',2,')},Intel Xeon\n")
+    monkeypatch.setattr(cal, "RESULTS", results)
+    cal.render(tmp_path / "page.md")
+    page = (tmp_path / "page.md").read_text()
+    assert "CPU of the rows that record it: AMD EPYC 7B13; Intel Xeon." in page
+    assert "**60** (70 / 50); 12+3 s" in page
+    (results / "demo-calibration-eps.csv").write_text(f"{header}\n{row}\n")  # an old CSV
+    cal.render(tmp_path / "page.md")
+    assert "CPU of the rows" not in (tmp_path / "page.md").read_text()
