@@ -111,43 +111,80 @@ def describe(error: BaseException) -> str | None:
 
 
 _NAMED_TARGET = re.compile(r"(table|paper)_\w+")
+# A Makefile target that runs Snakemake: its name, then the files it asks Snakemake for.
+_MAKE_TARGET = re.compile(r"^([a-z0-9][a-z0-9-]*):[^=\n]*\n\t\$\(SNAKEMAKE\) (.+)$", re.M)
+_LIST_TARGETS = ("`snakemake --list-target-rules` lists the named targets, and "
+                 "results/tables/EXPERIMENT.tex (experiments: `wscat list-experiments`) is the "
+                 "usual file target")
 
 
-def unknown_target_line(workflow: object, argv: list[str] | None = None) -> str | None:
+def make_targets(makefile: str = "Makefile") -> dict[str, list[str]]:
+    """{name: files} of the Makefile's targets that run Snakemake (`paper-digits`:
+    [results/paper/digits/index.md]); {} where there is no Makefile."""
+    try:
+        with open(makefile, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {match.group(1): match.group(2).split() for match in _MAKE_TARGET.finditer(text)}
+
+
+def _no_such_target(target: str, names: set[str]) -> str:
+    """The line for a target that is no rule's name, no file and no rule's output: a Makefile
+    target's name is pointed to `make`; a word close to a rule's name gets it as a suggestion."""
+    made = make_targets().get(target)
+    if made:
+        return (f"wscat: {target} is a target of the Makefile, not a Snakemake rule: run `make "
+                f"{target}`, or `snakemake -- {' '.join(made)}`")
+    hint = ""
+    if "/" not in target:
+        import difflib
+
+        close = difflib.get_close_matches(target.replace("-", "_"), sorted(names), n=1)
+        hint = f" did you mean {close[0]}?" if close else ""
+    if _NAMED_TARGET.fullmatch(target):
+        return (f"wscat: no target rule {target};{hint} `snakemake --list-target-rules` lists "
+                "them (table_EXPERIMENT, paper_TIER; experiments: `wscat list-experiments`)")
+    return f"wscat: no rule makes {target};{hint} {_LIST_TARGETS}"
+
+
+def unknown_target_line(workflow: object, argv: list[str] | None = None,
+                        targets: list[str] | None = None) -> str | None:
     """For the Snakefile, once every rule is defined: one line for a requested target that no
     rule makes, is no rule's name and does not exist (Snakemake's own MissingRuleException comes
-    after its banner, over several lines, with advice about input functions). The targets are
-    what follows `--` on Snakemake's command line (the documented form; Snakemake hands the
-    Snakefile no list of them while it is read)."""
+    after its banner, over several lines, with advice about input functions).
+
+    `targets`: the targets as Snakemake's parser read them (`slurm_preflight.cli_args()`), where
+    known. Without them they are read from `argv`: what follows `--`, and before it only words of
+    the named targets' own form (table_EXPERIMENT, paper_TIER: wscat.targets.rule_name), since
+    there an option's value cannot be told from a target. A path is compared as Snakemake
+    compares it, normalised (`./results/tables/x.tex` is `results/tables/x.tex`)."""
     import sys
 
-    argv = sys.argv if argv is None else argv
-    targets = argv[argv.index("--") + 1:] if "--" in argv else []
     rules = list(getattr(workflow, "rules", ()))
     names = {rule.name for rule in rules}
-    # Before `--` an option's value cannot be told from a target, except in the named targets'
-    # own form (table_EXPERIMENT, paper_TIER: wscat.targets.rule_name).
-    before = argv[1:argv.index("--")] if "--" in argv else argv[1:]
-    for word in before:
-        if _NAMED_TARGET.fullmatch(word) and word not in names:
-            return (f"wscat: no target rule {word}; `snakemake --list-target-rules` lists them "
-                    "(table_EXPERIMENT, paper_TIER; experiments: `wscat list-experiments`)")
-    for target in targets:
+    if targets is None:
+        argv = sys.argv if argv is None else argv
+        before = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+        after = argv[argv.index("--") + 1:] if "--" in argv else []
+        targets = [word for word in before if _NAMED_TARGET.fullmatch(word)] + after
+    for target in map(str, targets):
         if target in names or os.path.exists(target):
             continue
-        if not any(rule.is_producer(target) for rule in rules):
-            return (f"wscat: no rule makes {target}; `snakemake --list-target-rules` lists the "
-                    "named targets, and results/tables/EXPERIMENT.tex (experiments: `wscat "
-                    "list-experiments`) is the usual file target")
+        if _NAMED_TARGET.fullmatch(target) or \
+                not any(rule.is_producer(os.path.normpath(target)) for rule in rules):
+            return _no_such_target(target, names)
     return None
 
 
 def stop_on_unknown_target(workflow: object) -> None:
     """End a Snakemake run whose target no rule makes with `unknown_target_line`, exit 1."""
-    line = unknown_target_line(workflow)
-    if line is not None:
-        import sys
+    import sys
 
+    from wscat.slurm_preflight import cli_args
+
+    line = unknown_target_line(workflow, targets=getattr(cli_args(), "targets", None))
+    if line is not None:
         print(line, file=sys.stderr)
         sys.exit(1)
 
