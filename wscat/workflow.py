@@ -11,7 +11,9 @@ import hashlib
 import json
 import os
 import shlex
-from collections.abc import Callable, Sequence
+import shutil
+import sys
+from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,27 @@ def load_config(workflow: Any) -> tuple[str, dict[str, Any]]:
     params = load_params(path)  # the paper section's runs spelled out, as `wscat` reads them
     check_splits(params)
     return path, params
+
+
+def wscat_on_path(environ: MutableMapping[str, str] | None = None,
+                  executable: str | None = None) -> str | None:
+    """Let the rules' `wscat ...` commands find `wscat` when Snakemake was started without the
+    environment on PATH (`.venv/bin/snakemake` alone): where no `wscat` is on PATH but one sits
+    beside the Python running Snakemake, that folder goes first on PATH, which every job
+    inherits (a SLURM job too: sbatch exports the environment). A `wscat` already on PATH is
+    left as it is. Returns a warning line where none is found at all, else None."""
+    environ = os.environ if environ is None else environ
+    executable = sys.executable if executable is None else executable
+    path = environ.get("PATH", "")
+    if shutil.which("wscat", path=path):
+        return None
+    beside = os.path.dirname(executable)  # not resolved: a venv's python links elsewhere
+    if beside and shutil.which("wscat", path=beside):
+        environ["PATH"] = beside + (os.pathsep + path if path else "")
+        return None
+    return ("no `wscat` command on PATH, so every job would stop with `wscat: command not "
+            "found`: run `make venv`, then `source .venv/bin/activate` (or run `snakemake "
+            "--sdm conda`)")
 
 
 def unrecorded(value: Any) -> Callable[..., Any]:

@@ -75,6 +75,14 @@ def loaded_by_snakemake():
     return getattr(mode, "name", "DEFAULT") == "DEFAULT"
 
 
+# The rules call `wscat`: `.venv/bin/snakemake` without the venv on PATH finds the one beside
+# it (wscat.workflow.wscat_on_path); with none anywhere, one warning line (a conda run has its own).
+if loaded_by_snakemake():
+    no_wscat = wf.wscat_on_path()
+    if no_wscat and not getattr(workflow.deployment_settings, "deployment_method", None):
+        print(f"wscat: warning: {no_wscat}", file=sys.stderr)
+
+
 # A training cut short by a killed --forcerun: its old results stand in for it (wscat.interrupted).
 if loaded_by_snakemake():
     for line in interrupted.warnings(targets=getattr(slurm_preflight.cli_args(), "targets", None)):
