@@ -240,7 +240,9 @@ def _table_arguments(p: argparse.ArgumentParser) -> None:
                    help="the mean per (method, attack) over the seeds, as JSON")
     p.add_argument("--md", type=Path, default=None, help="the Markdown twin (README)")
     p.add_argument("--paired-csv", type=Path, default=None,
-                   help="paired bootstrap comparison against WSCAT (.csv)")
+                   help="paired comparison against WSCAT (.csv): each method's difference "
+                   "in Mean and its 95%% interval, Student's t over the seeds widened by a "
+                   "test-set bootstrap (docs/evaluation.md)")
     p.add_argument("--paired-tex", type=Path, default=None, help="the same as LaTeX")
     p.add_argument("metrics", type=Path, nargs="+", help="per-(method, seed) metrics JSON files")
 
