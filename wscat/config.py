@@ -490,15 +490,23 @@ def read_yaml(path: str | Path) -> Any:
 def stop_on_bad_yaml(path: str | Path) -> None:
     """For the Snakefile, before its `configfile:`: a params file that is not YAML, or gives a key
     twice, ends the run with one line that has the line numbers (Snakemake's own message has
-    none, and its loader keeps the last of two values silently)."""
+    none, and its loader keeps the last of two values silently); exit 2. A missing file is one
+    line too, unless `--configfile` names the params (Snakemake then loads that one alone)."""
     path = Path(path)
     if not path.is_file():
+        from wscat.slurm_preflight import cli_args  # the command line loading the Snakefile
+
+        args = cli_args()
+        if args is not None and not getattr(args, "configfile", None):  # else no params at all
+            print(f"wscat: no {path} in {Path.cwd()}: run snakemake from the repository root (or "
+                  f"`-d ROOT`), or restore the file (`git checkout {path}`)", file=sys.stderr)
+            sys.exit(2)
         return
     try:
         read_yaml(path)
     except ConfigError as error:
         print(f"wscat: {error}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2)
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:

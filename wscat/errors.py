@@ -178,7 +178,8 @@ def unknown_target_line(workflow: object, argv: list[str] | None = None,
 
 
 def stop_on_unknown_target(workflow: object) -> None:
-    """End a Snakemake run whose target no rule makes with `unknown_target_line`, exit 1."""
+    """End a Snakemake run whose target no rule makes with `unknown_target_line`, exit 2 (bad
+    input, as every refusal of the workflow's: a failed job is Snakemake's exit 1)."""
     import sys
 
     from wscat.slurm_preflight import cli_args
@@ -186,7 +187,7 @@ def stop_on_unknown_target(workflow: object) -> None:
     line = unknown_target_line(workflow, targets=getattr(cli_args(), "targets", None))
     if line is not None:
         print(line, file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2)
 
 
 def exit_code(error: BaseException) -> int:

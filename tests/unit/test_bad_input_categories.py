@@ -663,7 +663,7 @@ def test_unknown_snakemake_target_in_a_dry_run(tmp_path, env):
     result = subprocess.run([str(cli_bin() / "snakemake"), "-n", "--", "results/nope.txt"],
                             cwd=folder, env=env, capture_output=True, text=True, timeout=300)
     last = result.stderr.strip().splitlines()[-1]
-    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "Traceback" not in result.stderr
     assert last.startswith("wscat: no rule makes results/nope.txt"), result.stderr
     assert "MissingRuleException" not in result.stderr
 

@@ -582,12 +582,12 @@ def test_a_target_no_rule_makes_is_one_line(argv: list[str], start: str) -> None
     assert unknown_target_line(Workflow(), argv).startswith(start)
 
 
-def test_an_unknown_target_stops_snakemake_with_exit_1(monkeypatch: pytest.MonkeyPatch,
+def test_an_unknown_target_stops_snakemake_with_exit_2(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr("sys.argv", ["snakemake", "--", "results/tables/nope.tex"])
     with pytest.raises(SystemExit) as stop:
         stop_on_unknown_target(Workflow())
-    assert stop.value.code == 1 and capsys.readouterr().err.count("\n") == 1
+    assert stop.value.code == 2 and capsys.readouterr().err.count("\n") == 1
     monkeypatch.setattr("sys.argv", ["snakemake", "--", "results/tables/digits.tex"])
     stop_on_unknown_target(Workflow())
 

@@ -113,8 +113,33 @@ def test_snakefile_check_stops_on_a_duplicated_key(tmp_path, capsys):
     with pytest.raises(SystemExit) as stopped:
         stop_on_bad_yaml(tmp_path / "params.yaml")
     err = capsys.readouterr().err.strip().splitlines()
-    assert stopped.value.code == 1 and len(err) == 1, err
+    assert stopped.value.code == 2 and len(err) == 1, err
     assert "duplicate key training.digits.epochs" in err[0], err
+
+
+def test_snakefile_check_names_a_missing_params_file_unless_configfile_gives_one(
+        tmp_path, capsys, monkeypatch):
+    """Snakemake run outside the repository root (no params.yaml there): one line saying where
+    to run it, exit 2, not Snakemake's two-line WorkflowError; with `--configfile` Snakemake loads
+    that file alone, and the Python API (no command line) is left to Snakemake."""
+    from types import SimpleNamespace
+
+    import wscat.slurm_preflight as preflight
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(preflight, "cli_args", lambda: SimpleNamespace(configfile=None))
+    with pytest.raises(SystemExit) as stopped:
+        stop_on_bad_yaml("params.yaml")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"wscat: no params.yaml in {tmp_path}: run snakemake from the "
+                             "repository root"), err
+    monkeypatch.setattr(preflight, "cli_args",
+                        lambda: SimpleNamespace(configfile=[tmp_path / "mine.yaml"]))
+    stop_on_bad_yaml("params.yaml")
+    monkeypatch.setattr(preflight, "cli_args", lambda: None)
+    stop_on_bad_yaml("params.yaml")
+    assert capsys.readouterr().err == ""
 
 
 def test_python_m_wscat_exits_2_with_one_line(tmp_path):

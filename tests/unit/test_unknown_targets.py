@@ -72,7 +72,7 @@ def test_the_run_reads_the_targets_snakemake_parsed(workdir: Path,
     with pytest.raises(SystemExit) as stop:
         stop_on_unknown_target(Workflow())
     err = capsys.readouterr().err
-    assert stop.value.code == 1 and err.count("\n") == 1 and "`make paper-digits`" in err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "`make paper-digits`" in err
 
 
 def test_the_makefile_targets_are_read_from_the_makefile() -> None:

@@ -91,7 +91,7 @@ def test_a_paper_tier_naming_a_missing_experiment_fails_only_when_asked_for(tmp_
     workdir = copy_workflow(tmp_path, params)
     result = run([str(BIN / "snakemake"), "-n", "--", "results/paper/digits/Tab-mode.tex"],
                  workdir, env)
-    assert result.returncode == 1 and "digits-ablation" in result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and "digits-ablation" in result.stderr.strip().splitlines()[-1]
     result = run([str(BIN / "snakemake"), "-n", "--", "results/tables/digits.tex"], workdir, env)
     assert result.returncode == 0, result.stderr[-2000:]
 

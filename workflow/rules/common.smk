@@ -32,7 +32,7 @@ wildcard_constraints:
 def stop(message):
     """End the workflow with one clear line (a traceback would bury it)."""
     print(f"wscat: {message}", file=sys.stderr)
-    sys.exit(1)
+    sys.exit(2)
 
 
 def or_stop(lookup):
