@@ -1,8 +1,9 @@
-# make venv | lock | demo | table2-digits | ablation-digits | paper-digits | fresh-seeds-digits |
-# readme | rulegraph | report | test | test-fast | test-slurm | clean
+# make help | venv | lock | demo | table2-digits | ablation-digits | paper-digits |
+# fresh-seeds-digits | readme | rulegraph | report | test | test-fast | test-slurm | clean
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
-.DEFAULT_GOAL := test
+# A bare `make` lists the targets: it starts nothing that takes minutes.
+.DEFAULT_GOAL := help
 
 VENV := .venv
 STAMP := $(VENV)/.installed
@@ -26,8 +27,24 @@ SNAKEMAKE = $(VENV)/bin/snakemake --cores $(CORES) --
 DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; \
 	$(VENV)/bin/python workflow/scripts/dvc_yaml.py --check && $(VENV)/bin/dvc commit --force
 
-.PHONY: venv demo table2-digits ablation-digits paper-digits fresh-seeds-digits readme report \
+.PHONY: help venv demo table2-digits ablation-digits paper-digits fresh-seeds-digits readme report \
 	test test-fast test-slurm clean
+
+help:
+	@echo "make demo                the demo: Standard, TRADES, MT, RST and WSCAT on the embedded digits,"
+	@echo "                         3 seeds (about 8-12 min on 2 cores, venv included): results/tables/digits.md"
+	@echo "make test                the test suite (about 10 min on 2 cores)"
+	@echo "make test-fast           the tests not marked slow (about 3 min)"
+	@echo "make table2-digits       the paper's Table 2 on digits (nine methods)"
+	@echo "make ablation-digits     the paper's Table 5 (the ablation) on digits"
+	@echo "make paper-digits        every table and figure of the paper on digits (results/paper/digits/)"
+	@echo "make fresh-seeds-digits  the demo on seeds 10-12, which no choice used"
+	@echo "make report              Snakemake's HTML report of the demo (results/report.html)"
+	@echo "make readme              the demo, then its table pasted into README.md"
+	@echo "make venv                only the environment (.venv); every other target makes it first"
+	@echo "make test-slurm          the SLURM profile on a real one-node cluster (root: installs slurm-wlm)"
+	@echo "make clean               remove results/ and .snakemake/"
+	@echo "More: README.md; Snakemake targets: .venv/bin/snakemake --list-target-rules"
 
 venv: $(STAMP)
 
@@ -71,6 +88,9 @@ lock:
 demo: venv
 	$(SNAKEMAKE) results/tables/digits.tex
 	$(DVC_RECORD) digits
+	@echo "make demo: the table is results/tables/digits.md (.tex, .csv beside it), the paired" \
+	    "comparison with WSCAT results/tables/digits-paired.csv; the README's section \"The demo\"" \
+	    "says how to read it"
 
 # The longer digits targets (docs/digits-tier.md, "Longer targets"): the nine-method Table 2
 # (the digits tier's Tab-RQ1-digits, the one Table 2: with AA-paper and NRF), the ablation
@@ -114,7 +134,7 @@ test: venv
 	$(PYTEST) tests
 
 # The inner loop: every test but those marked slow (2 min 33 s at 901ea4a on the 2-core CI
-# machine, against about 8 minutes for `make test`: docs/digits-tier.md).
+# machine, against about 9 minutes for `make test`: docs/digits-tier.md).
 test-fast: venv
 	$(PYTEST) -m "not slow" tests
 

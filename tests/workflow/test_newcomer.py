@@ -161,10 +161,17 @@ def test_the_documented_baseline_and_metrics_diff(demo: Path, env: dict[str, str
     """docs/workflow.md, "DVC": the baseline commit, a params edit, `make demo`, `dvc metrics
     diff`: only the edited method's numbers, and no warning."""
     guide = (ROOT / "docs/workflow.md").read_text()
-    baseline = "git add results/tables results/metrics/digits.json dvc.lock && git commit -m baseline"
+    baseline = ("git add results/tables/digits.* results/tables/digits-paired.* "
+                "results/metrics/digits.json \\\n    dvc.lock && git commit -m baseline")
     assert baseline in guide
-    ok([*GIT, "add", "results/tables", "results/metrics/digits.json", "dvc.lock"], demo, env)
+    (demo / "results/tables/other.md").write_text("another experiment's stale table\n")
+    ok([*GIT, "add", "results/tables/digits.*", "results/tables/digits-paired.*",
+        "results/metrics/digits.json", "dvc.lock"], demo, env)
     ok([*GIT, "commit", "-q", "-m", "baseline"], demo, env)
+    committed = ok([*GIT, "show", "--name-only", "--format=", "HEAD"], demo, env).stdout.split()
+    assert {"results/tables/digits.md", "results/tables/digits-paired.csv"} <= set(committed)
+    assert "results/tables/other.md" not in committed  # the demo's files only
+    (demo / "results/tables/other.md").unlink()
     params = yaml.safe_load((demo / "params.yaml").read_text())
     params["methods"]["trades"]["lam"] = 1.0
     write_params(demo / "params.yaml", params)
