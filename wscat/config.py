@@ -20,7 +20,7 @@ import yaml
 
 from wscat import own_method
 from wscat.file_kinds import check_input_kind
-from wscat.schema_messages import schema_message
+from wscat.schema_messages import close_key, schema_message
 from wscat.strict_yaml import DuplicateKeyError, StrictLoader
 from wscat.sweeps import expand_paper, generated
 
@@ -114,7 +114,8 @@ def validate_params(params: dict[str, Any], source: str | Path = "params.yaml") 
     if errors:
         error = errors[0]
         if error.validator == "additionalProperties":
-            message = f"unknown key in {source} at {_where(error)}: {error.message}"
+            message = (f"unknown key in {source} at {_where(error)}: {error.message}"
+                       f"{close_key(error, schema)}")
         elif error.validator == "propertyNames":
             message = f"unknown name in {source} at {_where(error)}: {error.message}"
         elif "propertyNames" in error.schema_path:

@@ -99,6 +99,38 @@ def number_hint(text: str, integer: bool = False) -> str | None:
     return repr(value)  # Python's own spelling (0.0001, 1e+20) reads as a number in YAML 1.1
 
 
+def known_keys(schema: Any, root: dict[str, Any], depth: int = 0) -> set[str]:
+    """Every key a mapping's schema names: its `properties`, and those of the branches it
+    combines (allOf, anyOf, oneOf, if/then/else), local `$ref`s followed."""
+    schema = _resolved(schema, root)
+    if not isinstance(schema, dict) or depth > 8:
+        return set()
+    keys = set(schema.get("properties") or {})
+    for combined in ("allOf", "anyOf", "oneOf"):
+        for branch in schema.get(combined) or []:
+            keys |= known_keys(branch, root, depth + 1)
+    for branch in ("if", "then", "else"):
+        keys |= known_keys(schema.get(branch), root, depth + 1)
+    return keys
+
+
+def close_key(error: jsonschema.ValidationError, root: dict[str, Any]) -> str:
+    """For a key the schema does not know (additionalProperties, unevaluatedProperties): '; did
+    you mean X?' when a known key is close to it (`betta`, `epoch`), else ''."""
+    import difflib
+
+    if error.validator not in ("additionalProperties", "unevaluatedProperties") \
+            or not isinstance(error.instance, dict):
+        return ""
+    known = known_keys(error.schema, root)
+    for key in error.instance:
+        if isinstance(key, str) and key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
+
+
 def schema_message(error: jsonschema.ValidationError, root: dict[str, Any]) -> str:
     """A schema error's message, saying what to write where jsonschema's own does not: a number
     YAML reads as text ('1e-4'), or a value none of a oneOf/anyOf's branches takes."""
@@ -133,5 +165,6 @@ def schema_message(error: jsonschema.ValidationError, root: dict[str, Any]) -> s
             message += f": write {fixed}"
         return message
     if error.validator == "unevaluatedProperties":  # a method's key no objective takes
-        return error.message.replace("Unevaluated properties", "Additional properties")
+        return (error.message.replace("Unevaluated properties", "Additional properties")
+                + close_key(error, root))
     return error.message

@@ -133,6 +133,34 @@ def test_a_name_its_pattern_refuses_is_said_in_words(edit, expected: str) -> Non
     assert expected in _refused(params)
 
 
+@pytest.mark.parametrize("section, wrong, right, kind", [
+    (("methods", "wscat"), "betta", "beta", "bad value"),  # unevaluatedProperties: objectives
+    (("methods", "trades"), "lamda", "lam", "bad value"),
+    (("training", "digits"), "epoch", "epochs", "unknown key"),  # additionalProperties
+    (("evaluation",), "pgd_step", "pgd_steps", "unknown key"),
+    (("datasets", "digits"), "labeled", "labelled", "unknown key"),
+])
+def test_a_misspelt_key_gets_the_key_it_is_close_to(section: tuple[str, ...], wrong: str,
+                                                    right: str, kind: str) -> None:
+    """A key the schema does not take, close to one it does (also one a branch of the method's
+    objective brings): the line names it, as the SLURM pre-flight does for the profile's keys."""
+    params = yaml.safe_load(REAL)
+    node = params
+    for key in section:
+        node = node[key]
+    node[wrong] = node.pop(right)
+    line = _refused(params)
+    assert f"{kind} in params.yaml at {'.'.join(section)}: Additional properties are not " \
+           f"allowed ('{wrong}' was unexpected); did you mean {right}?" in line, line
+
+
+def test_a_key_close_to_none_gets_no_guess() -> None:
+    params = yaml.safe_load(REAL)
+    params["evaluation"]["zzz"] = 1
+    line = _refused(params)
+    assert "('zzz' was unexpected)" in line and "did you mean" not in line, line
+
+
 def test_a_bad_objective_is_named_before_the_knobs_it_would_need() -> None:
     """A new method whose objective is neither built in nor FILE.py:Class: the objective is what
     to fix (not the `data` and `selection` that every method needs beside it)."""
