@@ -35,9 +35,12 @@ _bumped: dict[str, str | NotRecorded] = {}  # once per Snakemake process, howeve
 
 
 def rebuild_token(outputs: Sequence[str], inputs: Sequence[str], state: Path = STATE,
-                  recorded: Callable[[str], bool] = lambda path: True) -> str | NotRecorded:
+                  recorded: Callable[[str], bool] = lambda path: True,
+                  write: bool = True) -> str | NotRecorded:
     """The `rebuild` param of a job with these outputs and inputs: a new value when an output
     exists and an input is missing (and one line on stderr saying so), else the last value.
+    `write=False` (a dry run): the new value is returned but not recorded, so a dry run leaves
+    no state behind (an input put back before the real run re-runs nothing).
 
     `recorded(output)`: whether Snakemake holds a record of it; without one Snakemake compares
     no params (a table restored by `dvc checkout`), so the line says to ask for the file."""
@@ -61,7 +64,8 @@ def rebuild_token(outputs: Sequence[str], inputs: Sequence[str], state: Path = S
             _bumped[key] = f"rebuild {last}" if last else NOT_RECORDED
             return _bumped[key]
         number = int(last) + 1 if last.isdigit() else 1
-        write_text(path, f"{number}\n")
+        if write:
+            write_text(path, f"{number}\n")
         print(f"{cause}: re-running {outputs[0]}, which rebuilds them first", file=sys.stderr)
         _bumped[key] = f"rebuild {number}"
         return _bumped[key]

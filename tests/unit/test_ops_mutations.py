@@ -117,6 +117,23 @@ def test_the_token_belongs_to_the_table_not_to_its_list_of_inputs(
     assert rebuild_token(outputs, inputs, state) == "rebuild 1"
 
 
+def test_a_dry_run_shows_the_re_run_but_records_nothing(
+        table: tuple[list[str], list[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`snakemake -n` with an input missing: the new token (the table would re-run), no state
+    written; the input put back before the real run, nothing re-runs; left missing, the real
+    run takes the same token the dry run showed."""
+    outputs, inputs, state = table
+    Path(inputs[0]).unlink()
+    assert rebuild_token(outputs, inputs, state, write=False) == "rebuild 1"
+    assert not state.exists()
+    monkeypatch.setattr(rebuild, "_bumped", {})
+    assert rebuild_token(outputs, inputs, state) == "rebuild 1"  # the real run, still missing
+    assert (state / os.listdir(state)[0]).read_text() == "1\n"
+    Path(inputs[0]).write_text("{}")
+    monkeypatch.setattr(rebuild, "_bumped", {})
+    assert rebuild_token(outputs, inputs, state, write=False) == "rebuild 1"
+
+
 def test_the_line_names_the_first_missing_input(table: tuple[list[str], list[str], Path],
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     outputs, inputs, state = table

@@ -373,12 +373,18 @@ def test_a_metrics_file_a_failed_job_removed_is_rebuilt_with_its_table(tiny_run,
         record = json.loads(metrics.read_text())
         return record["accuracy"], record["per_image"], table.read_text()
 
-    before = numbers()
+    state = workdir / ".snakemake/wscat-rebuild"
+
+    def recorded() -> dict[str, str]:
+        return {path.name: path.read_text() for path in state.glob("*")}
+
+    before, kept = numbers(), recorded()
     metrics.unlink()
     dry = run(["snakemake", "-n", *README_LINE[1:]], workdir, env)
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert job_counts(dry.stdout) == {"evaluate": 1, "table": 1}, dry.stdout[-3000:]
     assert "results/metrics/digits/cnn/trades/seed1.json is missing" in dry.stderr, dry.stderr
+    assert recorded() == kept  # the dry run showed the re-run and recorded nothing
     done = run(README_LINE, workdir, env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert numbers() == before  # the same evaluation, bit for bit

@@ -233,12 +233,18 @@ def recorded(path):
         return True
 
 
+# A dry run (`snakemake -n`) shows the re-run a missing input would cause but records nothing:
+# put the file back before the real run and nothing re-runs (wscat.rebuild).
+DRY_RUN = bool(getattr(slurm_preflight.cli_args(), "dryrun", False))
+
+
 def get_table_rebuild(wildcards):
     """Changes when the table exists and a metrics file it aggregates does not (wscat.rebuild)."""
     return rebuild_token(
         expand(paths.TABLE_TEX, experiment=wildcards.experiment),
         get_experiment_metrics(wildcards),
         recorded=recorded,
+        write=not DRY_RUN,
     )
 
 
@@ -253,6 +259,7 @@ def get_paper_table_rebuild(wildcards):
         expand(paths.PAPER_TABLE_TEX, tier=wildcards.tier, label=wildcards.label),
         get_paper_table_input(wildcards),
         recorded=recorded,
+        write=not DRY_RUN,
     )
 
 
