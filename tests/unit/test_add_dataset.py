@@ -252,6 +252,18 @@ def test_teacher_decay_follows_the_rule(cifar: float, steps: int, decay: float) 
     assert add_dataset.teacher_decay(cifar, steps) == decay
 
 
+def test_a_decay_of_0_says_the_teacher_is_the_student() -> None:
+    """At 2 steps an epoch the early decay is 0 (a memory under one step): the comment says what
+    that means, and none is written where no decay is 0."""
+    params = load_params(ROOT / "params.yaml")
+    short = add_dataset.teacher_entry("mine", 2, add_dataset.MT_LABELER_EPOCHS, params)
+    assert short[-1].startswith("mine: {teacher_decay: 0.0, teacher_decay_late: 0.8")
+    assert short[-2] == ("# teacher_decay 0: the horizon is under one step at 2 steps an epoch, "
+                         "so the teacher is the student itself (no averaging) while it applies")
+    longer = add_dataset.teacher_entry("mine", 111, add_dataset.MT_LABELER_EPOCHS, params)
+    assert not any("student itself" in line for line in longer)
+
+
 def test_a_labeler_of_other_epochs_keeps_the_ramp_ups_share(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(add_dataset, "EPOCHS", 20)  # the labeler: 50 epochs, not methods.mt's 100

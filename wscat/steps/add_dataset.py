@@ -152,12 +152,17 @@ def teacher_entry(name: str, steps: int, labeler_epochs: int, params: dict[str, 
     else:
         knobs["rampup_epochs"] = round(rampup * labeler_epochs / MT_LABELER_EPOCHS)
         ramp += f", the same share of the labeler's {labeler_epochs}"
+    zero = [key for key in ("teacher_decay", "teacher_decay_late") if knobs[key] == 0.0]
+    note = ([f"# {' and '.join(zero)} 0: the horizon is under one step at {steps} steps an "
+             "epoch, so the teacher is the student itself (no averaging) while it applies"]
+            if zero else [])
     return [
         "# wscat add-dataset: the teacher keeps CIFAR-10's horizons in epochs: "
         f"{early} / {late} at {CIFAR_STEPS}",
         f"# steps an epoch = {horizons} epochs; at {steps} steps, decay = 1 - 1/(horizon x "
         "steps), 1 - decay",
         f"# to 2 significant digits; {ramp}",
+        *note,
         f"{name}: {{{', '.join(f'{key}: {value}' for key, value in knobs.items())}}}",
     ]
 
