@@ -10,8 +10,6 @@ from pathlib import Path
 
 from wscat.workflow import wscat_on_path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def executable(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -41,7 +39,3 @@ def test_no_wscat_anywhere_is_one_line(tmp_path: Path) -> None:
     assert line is not None and "\n" not in line and "source .venv/bin/activate" in line
     assert environ == {"PATH": str(tmp_path / "usr/bin")}
 
-
-def test_the_workflow_calls_it_as_it_loads() -> None:
-    common = (ROOT / "workflow/rules/common.smk").read_text()
-    assert "wf.wscat_on_path()" in common

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -60,6 +61,20 @@ def snakemake(*args: str) -> list[str]:
 
 
 # --- defaults: a bare `snakemake`, the target list, an unknown target -----------------------------
+
+def test_venv_snakemake_without_the_venv_on_path_runs_its_jobs(tmp_path: Path,
+                                                              env: dict[str, str]) -> None:
+    """`.venv/bin/snakemake` typed without `source .venv/bin/activate`: the jobs' `wscat` is the
+    one beside Snakemake's Python (every job failed with `wscat: command not found`)."""
+    workdir = fresh_clone(tmp_path, tiny_params())
+    bare = os.pathsep.join(folder for folder in env["PATH"].split(os.pathsep)
+                           if folder and not (Path(folder) / "wscat").exists())
+    assert shutil.which("wscat", path=bare) is None
+    done = ok([str(workdir / ".venv/bin/snakemake"), "--cores", "1", "--",
+               "results/splits/digits/seed1.npz"], workdir, {**env, "PATH": bare})
+    assert (workdir / "results/splits/digits/seed1.npz").is_file()
+    assert "wscat: warning" not in done.stderr and "command not found" not in done.stderr
+
 
 def test_a_bare_dry_run_builds_the_demo_only(tmp_path: Path, env: dict[str, str]) -> None:
     """No archives of the paper datasets here: a bare dry run must not need them."""
