@@ -123,8 +123,10 @@ def close_key(error: jsonschema.ValidationError, root: dict[str, Any]) -> str:
             or not isinstance(error.instance, dict):
         return ""
     known = known_keys(error.schema, root)
-    for key in error.instance:
-        if isinstance(key, str) and key not in known:
+    patterns = list((_resolved(error.schema, root).get("patternProperties") or {}))
+    for key in error.instance:  # the unexpected ones: neither named nor matching a pattern
+        if isinstance(key, str) and key not in known \
+                and not any(re.search(pattern, key) for pattern in patterns):
             close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
             if close:
                 return f"; did you mean {close[0]}?"

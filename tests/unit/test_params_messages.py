@@ -199,3 +199,16 @@ def test_a_value_left_empty_is_called_empty(tmp_path: Path, dotted: str, expecte
     line = str(error.value)
     assert expected in line and "None" not in line and "\n" not in line, line
 
+
+
+def test_a_key_a_pattern_takes_is_not_the_one_guessed_at() -> None:
+    """Only the unexpected key is matched against the known ones: a key that a patternProperties
+    pattern takes is not (`beta_` is close to `beta`, but the pattern allows it)."""
+    import jsonschema
+
+    from wscat.schema_messages import close_key
+
+    schema = {"type": "object", "properties": {"beta": {}, "epochs": {}},
+              "patternProperties": {"^beta_": {}}, "additionalProperties": False}
+    error = next(jsonschema.Draft202012Validator(schema).iter_errors({"beta_": 1, "epoch": 2}))
+    assert close_key(error, schema) == "; did you mean epochs?"
