@@ -257,18 +257,32 @@ def _table(args: argparse.Namespace, params: Params) -> None:
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", type=Path, required=True, help="e.g. results/models/.../best.pt")
-    p.add_argument("--metrics", type=Path, required=True,
-                   help="its run's metrics JSON (results/metrics/...): clean and AutoAttack accuracy")
+    p.add_argument("--metrics", type=Path, default=None,
+                   help="its run's metrics JSON: clean and AutoAttack accuracy (default: the run's "
+                   "results/metrics/.../seedN.json, for a best.pt under results/models/)")
     p.add_argument("--out", type=Path, required=True,
                    help="the entry, NAME.json; the state dict goes to NAME.pt beside it")
     p.add_argument("--name", default=None, help="model name (default: method-dataset-model-seedN)")
+
+
+def metrics_of(checkpoint: Path) -> Path:
+    """The metrics file of the run whose validation-selected checkpoint this is (wscat.paths:
+    results/models/RUN/best.pt -> results/metrics/RUN.json); else ValueError: pass --metrics."""
+    parts = checkpoint.parts
+    if len(parts) >= 7 and parts[-7:-5] == ("results", "models") and parts[-1] == "best.pt" \
+            and parts[-2].startswith("seed"):
+        return Path(*parts[:-7], "results", "metrics", *parts[-5:-2], f"{parts[-2]}.json")
+    raise ValueError(f"--checkpoint {checkpoint} is not a run's best.pt under results/models/, so "
+                     "its metrics file is not known: pass --metrics (the run's "
+                     "results/metrics/.../seedN.json)")
 
 
 def _export(args: argparse.Namespace, params: Params) -> None:
     """Reads the checkpoint and its metrics only, no params file."""
     from wscat.export import export_model
 
-    entry = export_model(args.checkpoint, args.metrics, args.out, name=args.name)
+    metrics = args.metrics if args.metrics is not None else metrics_of(args.checkpoint)
+    entry = export_model(args.checkpoint, metrics, args.out, name=args.name)
     print(f"exported {entry['name']}: clean {entry['clean_acc']}%, AutoAttack "
           f"{entry['autoattack_acc']}% at eps {entry['eps']} -> {args.out}, {entry['state_dict']}")
 

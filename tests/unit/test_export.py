@@ -178,3 +178,23 @@ def test_last_pt_counts_its_epochs_as_best_pt_does(work: Path, capsys) -> None:
     best = json.loads((work / "best-e.json").read_text())["wscat"]
     assert best["checkpoint"] == "best"
     assert best["checkpoint_epoch"] == load_checkpoint(work / "run/best.pt")["epoch"]
+
+
+def test_without_metrics_the_runs_own_metrics_file_is_read(work: Path, capsys) -> None:
+    """A run's best.pt where the workflow keeps it (results/models/RUN/best.pt): its metrics file
+    is results/metrics/RUN.json, so --metrics may be left out; elsewhere, or for last.pt (whose
+    weights the metrics did not measure), one line asks for it."""
+    run = work / "results/models/digits/cnn/standard/seed1"
+    run.mkdir(parents=True)
+    shutil.copy2(work / "run/best.pt", run / "best.pt")
+    shutil.copy2(work / "run/last.pt", run / "last.pt")
+    (work / "results/metrics/digits/cnn/standard").mkdir(parents=True)
+    shutil.copy2(work / "m.json", work / "results/metrics/digits/cnn/standard/seed1.json")
+    assert cli.main(["export", "--checkpoint", str(run / "best.pt"), "--out", "e.json"]) == 0
+    assert cli.main(["export", "--checkpoint", "results/models/digits/cnn/standard/seed1/best.pt",
+                     "--out", "e.json"]) == 0
+    measured = json.loads((work / "m.json").read_text())["accuracy"]
+    assert json.loads((work / "e.json").read_text())["autoattack_acc"] == f"{measured['AA']:.2f}"
+    for checkpoint in ("run/best.pt", "results/models/digits/cnn/standard/seed1/last.pt"):
+        refused(["export", "--checkpoint", checkpoint, "--out", "f.json"], work, capsys,
+                f"--checkpoint {checkpoint} is not a run's best.pt", "pass --metrics")
