@@ -268,10 +268,12 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
 def metrics_of(checkpoint: Path) -> Path:
     """The metrics file of the run whose validation-selected checkpoint this is (wscat.paths:
     results/models/RUN/best.pt -> results/metrics/RUN.json); else ValueError: pass --metrics."""
-    parts = checkpoint.parts
-    if len(parts) >= 7 and parts[-7:-5] == ("results", "models") and parts[-1] == "best.pt" \
-            and parts[-2].startswith("seed"):
-        return Path(*parts[:-7], "results", "metrics", *parts[-5:-2], f"{parts[-2]}.json")
+    from wscat.paths import run_of
+
+    found = run_of(checkpoint)
+    if found is not None:
+        root, run = found
+        return Path(run.metrics(root))
     raise ValueError(f"--checkpoint {checkpoint} is not a run's best.pt under results/models/, so "
                      "its metrics file is not known: pass --metrics (the run's "
                      "results/metrics/.../seedN.json)")

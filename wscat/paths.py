@@ -7,6 +7,7 @@ imports this module while it builds the DAG.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,21 @@ class Run:
 
     def split(self, root: str = RESULTS) -> str:
         return self._fill(SPLIT, root)
+
+
+def run_of(path: str | Path, pattern: str = BEST) -> tuple[str, Run] | None:
+    """The results folder and the Run of `path`, one of `pattern`'s files under any folder (an
+    absolute path too); None where `path` is not one."""
+    names = pattern.split("/")
+    parts = Path(path).parts
+    if len(parts) < len(names):
+        return None
+    fields = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(pattern))
+    found = re.fullmatch(fields, "/".join(parts[-len(names):]))
+    if found is None or not found["seed"].isdigit():
+        return None
+    root = str(Path(*parts[:-len(names)], RESULTS))
+    return root, Run(found["dataset"], found["model"], found["method"], int(found["seed"]))
 
 
 def unfinished(path: str | Path) -> bool:

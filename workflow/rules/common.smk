@@ -75,6 +75,11 @@ def loaded_by_snakemake():
     return getattr(mode, "name", "DEFAULT") == "DEFAULT"
 
 
+# The `snakemake` command line loading the workflow (None under the Python API): its targets and
+# whether it is a dry run.
+CLI = slurm_preflight.cli_args()
+
+
 # The rules call `wscat`: `.venv/bin/snakemake` without the venv on PATH finds the one beside
 # it (wscat.workflow.wscat_on_path); with none anywhere, one warning line (a conda run has its own).
 if loaded_by_snakemake():
@@ -85,7 +90,7 @@ if loaded_by_snakemake():
 
 # A training cut short by a killed --forcerun: its old results stand in for it (wscat.interrupted).
 if loaded_by_snakemake():
-    for line in interrupted.warnings(targets=getattr(slurm_preflight.cli_args(), "targets", None)):
+    for line in interrupted.warnings(targets=getattr(CLI, "targets", None)):
         print(f"wscat: {line}", file=sys.stderr)
 
 
@@ -235,7 +240,7 @@ def recorded(path):
 
 # A dry run (`snakemake -n`) shows the re-run a missing input would cause but records nothing:
 # put the file back before the real run and nothing re-runs (wscat.rebuild).
-DRY_RUN = bool(getattr(slurm_preflight.cli_args(), "dryrun", False))
+DRY_RUN = bool(getattr(CLI, "dryrun", False))
 
 
 def get_table_rebuild(wildcards):
