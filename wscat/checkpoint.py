@@ -14,7 +14,7 @@ import torch
 from wscat.errors import first_line
 from wscat.file_kinds import described, file_kind
 from wscat.io import atomic_path, disk_full
-from wscat.paths import RESUME_DIR, unfinished
+from wscat.paths import RESUME_DIR, RUN_NAMES, unfinished
 
 FORMAT = "wscat-checkpoint-v1"
 CHECKPOINT_HINT = "results/models/DATASET/MODEL/METHOD/seedN/best.pt"
@@ -68,14 +68,20 @@ def save_tensors(path: str | Path, obj: Any) -> None:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from error
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint saved by `save_checkpoint`; one clear error line for any broken file."""
+def _checkpoint_file(path: str | Path) -> Path:
+    """`path` as a Path, refused (CheckpointError, one line) when it is a folder or missing."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"{path} is a folder, not a checkpoint file; pass the .pt file "
                               "(e.g. best.pt inside it)")
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path} (train the method first: `wscat train`)")
+    return path
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load a checkpoint saved by `save_checkpoint`; one clear error line for any broken file."""
+    path = _checkpoint_file(path)
     try:
         with warnings.catch_warnings():  # torch warns about pickles; our error line says it all
             warnings.simplefilter("ignore")
@@ -131,6 +137,19 @@ def checkpoint_meta(path: str | Path) -> dict[str, Any]:
             or not isinstance(state.get("meta"), dict):
         raise CheckpointError(f"{path} is not a {FORMAT} file with metadata")
     return state["meta"]
+
+
+def run_names(path: str | Path) -> dict[str, Any]:
+    """The dataset, model, method and seed a checkpoint's metadata records (what `wscat train`
+    wrote), for a step asked to work on that run without naming it; CheckpointError (one line)
+    for a folder, a missing file, a file of no wscat checkpoint, or metadata lacking one."""
+    path = _checkpoint_file(path)
+    meta = checkpoint_meta(path)
+    lacking = [name for name in RUN_NAMES if meta.get(name) is None]
+    if lacking:
+        flags = " ".join(f"--{name}" for name in lacking)
+        raise CheckpointError(f"{path} does not record its {', '.join(lacking)}; pass {flags}")
+    return {name: meta[name] for name in RUN_NAMES}
 
 
 def _unreadable_line(path: Path, error: BaseException) -> str:

@@ -27,6 +27,7 @@ from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock
 from wscat.memory import keep_freed_memory
 from wscat.own_method import OwnMethodError
+from wscat.paths import RUN_NAMES
 
 Params = dict[str, Any] | None
 
@@ -109,13 +110,20 @@ NAME_HELP = {
 }
 
 
-def _common(parser: argparse.ArgumentParser, *names: str) -> None:
+FROM_CHECKPOINT = " (default: the --checkpoint's, which records it)"
+
+
+def _common(parser: argparse.ArgumentParser, *names: str, from_checkpoint: bool = False) -> None:
+    """The options most steps share; `from_checkpoint`: the run's names (--dataset, --model,
+    --method, --seed) may be left out, and are then the checkpoint's (`fill_run_names`)."""
     parser.add_argument("--params", type=Path, default=Path("params.yaml"),
                         help="params file (default: params.yaml)")
     for name in names:
+        own = from_checkpoint and name in RUN_NAMES
         if name == "seed":
-            parser.add_argument("--seed", type=seed_value, required=True,
-                                help=f"run seed in 0..{SEED_MAX} (1, 2, 3 in the paper)")
+            parser.add_argument("--seed", type=seed_value, required=not own,
+                                help=f"run seed in 0..{SEED_MAX} (1, 2, 3 in the paper)"
+                                     + (FROM_CHECKPOINT if own else ""))
         elif name == "threads":
             parser.add_argument("--threads", type=threads_value, default=None,
                                 help="CPU threads for torch (default: torch's, about one a "
@@ -127,7 +135,8 @@ def _common(parser: argparse.ArgumentParser, *names: str) -> None:
                                      "parameters: wrn-28-10, resnet-50, ...) trains on a CPU only "
                                      "with --device cpu")
         else:
-            parser.add_argument(f"--{name}", required=True, help=NAME_HELP[name])
+            parser.add_argument(f"--{name}", required=not own,
+                                help=NAME_HELP[name] + (FROM_CHECKPOINT if own else ""))
 
 
 def _device(args: argparse.Namespace) -> Any:
@@ -205,7 +214,7 @@ def _pseudo_label(args: argparse.Namespace, params: Params) -> None:
 
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
-    _common(p, "dataset", "model", "method", "seed", "threads")
+    _common(p, "dataset", "model", "method", "seed", "threads", from_checkpoint=True)
     p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
     p.add_argument("--checkpoint", type=Path, required=True, help="the run's best.pt")
     p.add_argument("--out", type=Path, required=True,
@@ -361,7 +370,7 @@ def _curves(args: argparse.Namespace, params: Params) -> None:
 
 
 def _validate_arguments(p: argparse.ArgumentParser) -> None:
-    _common(p, "dataset", "model", "method", "seed", "threads")
+    _common(p, "dataset", "model", "method", "seed", "threads", from_checkpoint=True)
     p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
     p.add_argument("--checkpoint", type=Path, required=True, help="the run's best.pt")
     p.add_argument("--out", type=Path, required=True,
@@ -607,9 +616,29 @@ def check_input_kinds(args: argparse.Namespace, params: Params = None) -> None:
             check_input_kind(path, kind, option, given)
 
 
+# The steps whose --checkpoint is the run's own best.pt: a run name left out is the checkpoint's.
+NAMES_FROM_CHECKPOINT = ("evaluate", "validate")
+
+
+def fill_run_names(args: argparse.Namespace) -> None:
+    """evaluate, validate: each of --dataset, --model, --method and --seed not given becomes the
+    checkpoint's (wscat.checkpoint.run_names); one given is kept, and the step refuses a
+    checkpoint of another run (wscat.checkpoint.check_run, check_model) as before."""
+    if args.step not in NAMES_FROM_CHECKPOINT:
+        return
+    lacking = [name for name in RUN_NAMES if getattr(args, name) is None]
+    if lacking:
+        from wscat.checkpoint import run_names
+
+        recorded = run_names(args.checkpoint)
+        for name in lacking:
+            setattr(args, name, recorded[name])
+
+
 def guard(args: argparse.Namespace) -> None:
-    """Before any work: no file input is a folder, and no output is an input (the step adds the
-    inputs only it knows)."""
+    """Before any work: no file input is a folder, no output is an input (the step adds the
+    inputs only it knows), the run's names left out are the checkpoint's (`fill_run_names`),
+    and no output holds another kind of file or another run's."""
     inputs = step_inputs(args)
     for flag, value in inputs.items():
         for path in value if isinstance(value, list) else [value]:
@@ -625,6 +654,7 @@ def guard(args: argparse.Namespace) -> None:
         inputs = {flag: value for flag, value in inputs.items() if flag != "--params"}
     guard_outputs({input_name(args.step, flag): value for flag, value in inputs.items()},
                   files, folders)
+    fill_run_names(args)
     check_output_kinds(args.step, files, run_of(args))
 
 

@@ -16,6 +16,7 @@ RESUME_DIR = "resume"  # a run folder's checkpoints while it trains (wscat.train
 
 # One trained (dataset, model, method, seed): the key of its model folder, metrics, logs, curves.
 RUN = "{dataset}/{model}/{method}/seed{seed}"
+RUN_NAMES = ("dataset", "model", "method", "seed")  # what names a run (and its checkpoint)
 
 SPLIT = "results/splits/{dataset}/seed{seed}.npz"
 PSEUDO = "results/pseudo/{dataset}/{model}/{labeler}/seed{seed}"

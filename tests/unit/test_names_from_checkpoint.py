@@ -1,0 +1,89 @@
+"""`wscat evaluate` and `wscat validate` without --dataset, --model, --method or --seed take each
+left out from the checkpoint, which records them (wscat.cli.fill_run_names): the same file as
+with every name given. A name given is kept, and a checkpoint of another run is still refused;
+a checkpoint that cannot name its run (missing, a folder, another kind of file) is one line,
+exit 2, nothing written."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.tiny import tiny_params, write_params
+from wscat import cli
+
+NAMES = ["--dataset", "digits", "--model", "cnn", "--method", "standard", "--seed", "1"]
+
+
+def _main(*argv: object) -> int:
+    return cli.main([str(a) for a in argv])
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """params.yaml, the seed-1 split s1.npz and Standard trained on it (run/best.pt)."""
+    folder = tmp_path_factory.mktemp("names")
+    params = write_params(folder / "params.yaml", tiny_params(epochs=1))
+    assert _main("split", "--params", params, "--dataset", "digits", "--seed", 1,
+                 "--out", folder / "s1.npz") == 0
+    assert _main("train", "--params", params, *NAMES, "--split", folder / "s1.npz",
+                 "--out-dir", folder / "run", "--device", "cpu") == 0
+    return folder
+
+
+def _step(work: Path, step: str, out: Path, *names: str, checkpoint: str = "run/best.pt",
+          extra: tuple[str, ...] = ()) -> list[object]:
+    return [step, "--params", work / "params.yaml", *names, "--split", work / "s1.npz",
+            "--checkpoint", work / checkpoint, "--out", out, "--device", "cpu", *extra]
+
+
+@pytest.mark.parametrize("step, extra", [("validate", ()), ("evaluate", ("--part", "core"))])
+def test_left_out_names_are_the_checkpoints(work: Path, step: str, extra: tuple[str, ...]) -> None:
+    named, bare = work / f"{step}-named.json", work / f"{step}-bare.json"
+    assert _main(*_step(work, step, named, *NAMES, extra=extra)) == 0
+    assert _main(*_step(work, step, bare, extra=extra)) == 0
+    given, taken = json.loads(named.read_text()), json.loads(bare.read_text())
+    assert (taken["dataset"], taken["model"], taken["method"], taken["seed"]) == \
+        ("digits", "cnn", "standard", 1)
+    given.pop("manifest"), taken.pop("manifest")  # when and how long it ran
+    assert taken == given
+
+
+def test_some_names_given_the_rest_taken(work: Path) -> None:
+    out = work / "partly.json"
+    assert _main(*_step(work, "validate", out, "--method", "standard", "--seed", "1")) == 0
+    assert out.is_file()
+
+
+def test_a_given_name_of_another_run_is_still_refused(work: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = work / "other.json"
+    capsys.readouterr()
+    assert _main(*_step(work, "validate", out, "--method", "trades")) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds standard seed 1 on digits, not trades seed 1 on digits" in err, err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("checkpoint, phrase", [
+    ("nowhere.pt", "checkpoint not found"),
+    ("run", "is a folder, not a file"),
+    ("s1.npz", "not a checkpoint"),
+])
+def test_a_checkpoint_that_cannot_name_its_run_is_one_line(
+        work: Path, capsys: pytest.CaptureFixture[str], checkpoint: str, phrase: str) -> None:
+    out = work / "nothing.json"
+    capsys.readouterr()
+    assert _main(*_step(work, "evaluate", out, checkpoint=checkpoint)) == 2
+    err = capsys.readouterr().err.strip()
+    assert phrase in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("step", cli.NAMES_FROM_CHECKPOINT)
+def test_help_says_where_a_left_out_name_comes_from(step: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([step, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.count("(default: the --checkpoint's, which records it)") == 4, text
