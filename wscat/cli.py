@@ -294,8 +294,9 @@ def _export(args: argparse.Namespace, params: Params) -> None:
 
     metrics = args.metrics if args.metrics is not None else metrics_of(args.checkpoint)
     entry = export_model(args.checkpoint, metrics, args.out, name=args.name)
+    weights = Path(args.out).with_name(entry["state_dict"])  # the entry names it by file name
     print(f"exported {entry['name']}: clean {entry['clean_acc']}%, AutoAttack "
-          f"{entry['autoattack_acc']}% at eps {entry['eps']} -> {args.out}, {entry['state_dict']}")
+          f"{entry['autoattack_acc']}% at eps {entry['eps']} -> {args.out}, {weights}")
 
 
 # --- the paper's tables and figures, curves, validate --------------------------------------------
