@@ -4,13 +4,16 @@ Snakemake deletes a forced training's outputs (best.pt, last.pt, train_log.csv, 
 it runs; killed after an epoch, the run leaves resume/ behind, and the metrics, pseudo-labels and
 tables made from its previous training still stand. A plain rerun of the target then finds them
 up to date ("Nothing to be done"), and the old numbers pass for current ones; only the same
-`--forcerun` continues the training (from resume/last.pt). No torch.
+`--forcerun` continues the training (from resume/last.pt). A training that is running now
+(another Snakemake's job, whose `wscat train` holds the run folder's output lock) is not cut
+short: it gets no warning. No torch.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from wscat import paths
+from wscat.io import being_written
 
 RESUME = "resume/last.pt"
 
@@ -28,13 +31,14 @@ def _made_from(run_dir: Path, root: Path) -> list[str]:
 
 
 def warnings(root: Path = Path("."), targets: list[str] | None = None) -> list[str]:
-    """One line per model folder under `root`/results/models with resume/last.pt but no best.pt
-    whose metrics (or other files made from it) exist, naming the command that continues it."""
+    """One line per model folder under `root`/results/models with resume/last.pt but no best.pt,
+    and no training running in it now, whose metrics (or other files made from it) exist,
+    naming the command that continues it."""
     lines = []
     target = " ".join(targets) if targets else "<your target>"
     for resume in sorted((root / "results" / "models").glob(f"*/*/*/seed*/{RESUME}")):
         run_dir = resume.parent.parent
-        if (run_dir / "best.pt").exists():
+        if (run_dir / "best.pt").exists() or being_written(run_dir):
             continue
         made = _made_from(run_dir, root)
         if not made:  # nothing stands in for it: a plain rerun trains it

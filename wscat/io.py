@@ -237,6 +237,17 @@ def lock_path(path: PathLike) -> Path:
     return path.parent / f".{path.name}{LOCK_SUFFIX}"
 
 
+def being_written(path: PathLike) -> bool:
+    """Whether a live process holds the output lock of `path` now (its lock file, which goes
+    when the writer ends, names a pid that runs on this machine): a write in progress, such as a
+    training, not one cut short. Reads the lock file only; takes no lock."""
+    try:
+        with open(lock_path(path), encoding="utf-8") as handle:
+            return _pid_alive(_holder(handle).get("pid"))
+    except OSError:
+        return False
+
+
 def _holder(handle: Any) -> dict[str, Any]:
     """What a lock file says about the process that holds (or held) it."""
     handle.seek(0)

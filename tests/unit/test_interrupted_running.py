@@ -1,0 +1,48 @@
+"""wscat.interrupted warns of a training cut short (resume/last.pt, no best.pt, its old metrics
+still standing), not of one that is running now: while `make demo` retrains a run, a second
+`snakemake -n` (or `--list-target-rules`) in another terminal must not call it interrupted and
+advise a `--forcerun` of it. A running `wscat train` holds its run folder's output lock
+(wscat.io.output_lock), which names its pid."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from wscat import interrupted
+from wscat.io import being_written, output_lock
+
+RUN = "results/models/digits/cnn/wscat/seed1"
+
+
+def cut_short(root: Path) -> Path:
+    """A run folder with resume/last.pt, no best.pt, and the metrics of its previous training."""
+    run = root / RUN
+    (run / "resume").mkdir(parents=True)
+    (run / "resume/last.pt").write_bytes(b"")
+    metrics = root / "results/metrics/digits/cnn/wscat/seed1.json"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text("{}")
+    return run
+
+
+def test_a_training_cut_short_is_warned_of(tmp_path: Path) -> None:
+    cut_short(tmp_path)
+    assert not being_written(tmp_path / RUN)
+    (line,) = interrupted.warnings(tmp_path)
+    assert line.startswith(f"warning: {RUN} holds an interrupted training"), line
+
+
+def test_a_training_running_now_is_not(tmp_path: Path) -> None:
+    run = cut_short(tmp_path)
+    with output_lock(run, "wscat train ..."):
+        assert being_written(run)
+        assert interrupted.warnings(tmp_path) == []
+    assert not being_written(run)
+    assert len(interrupted.warnings(tmp_path)) == 1
+
+
+def test_a_stale_lock_of_a_process_that_ended_is_no_training(tmp_path: Path) -> None:
+    run = cut_short(tmp_path)
+    lock = run.parent / f".{run.name}.wscat-lock"
+    lock.write_text('{"pid": 999999999, "started": "then", "command": "wscat train"}\n')
+    assert not being_written(run)
+    assert len(interrupted.warnings(tmp_path)) == 1
