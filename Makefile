@@ -20,12 +20,15 @@ QUIET_PIP = 2> >(grep -v '^WARNING: Location .* is ignored' >&2)
 # ~0.8 GB of memory).
 CORES ?= 2
 SNAKEMAKE = $(VENV)/bin/snakemake --cores $(CORES) --
-# Record in dvc.lock what Snakemake built for a dvc.yaml stage, so that `dvc status` agrees with
-# it and `git add dvc.lock` has a file to add (docs/workflow.md, "DVC"); a copy outside git skips it.
-# First dvc_yaml.py --check: a dvc.yaml that lists runs params.yaml no longer makes (a method or
-# seed dropped) stops here with the command that regenerates it, not in dvc commit.
+# Before any job: dvc_yaml.py --check. A dvc.yaml that lists other runs than params.yaml makes (a
+# method or seed added or dropped) stops the target with the command that regenerates it, before
+# Snakemake's jobs rather than after them (dvc commit would fail on it). A copy outside git skips it.
+DVC_CHECK = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; \
+	$(VENV)/bin/python workflow/scripts/dvc_yaml.py --check
+# Then record in dvc.lock what Snakemake built for a dvc.yaml stage, so that `dvc status` agrees
+# with it and `git add dvc.lock` has a file to add (docs/workflow.md, "DVC").
 DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; \
-	$(VENV)/bin/python workflow/scripts/dvc_yaml.py --check && $(VENV)/bin/dvc commit --force
+	$(VENV)/bin/dvc commit --force
 
 .PHONY: help venv demo table2-digits ablation-digits paper-digits fresh-seeds-digits readme report \
 	test test-fast test-slurm clean
@@ -86,6 +89,7 @@ lock:
 # The demo: Standard, TRADES, MT, RST and WSCAT on digits, 3 seeds, every attack on every test
 # image, and the paired comparison against WSCAT (README, "The demo").
 demo: venv
+	$(DVC_CHECK)
 	$(SNAKEMAKE) results/tables/digits.tex
 	$(DVC_RECORD) digits
 	@echo "make demo: the table is results/tables/digits.md (.tex, .csv beside it), the paired" \

@@ -1,5 +1,6 @@
 """A bare `make` lists the targets and starts nothing that takes minutes (it used to run the
-whole test suite); `make demo` ends by naming the table it wrote."""
+whole test suite); `make demo` checks dvc.yaml before its first job and ends by naming the table
+it wrote."""
 from __future__ import annotations
 
 import re
@@ -34,3 +35,40 @@ def test_make_demo_ends_by_naming_its_table() -> None:
     last = plan[plan.rindex("dvc commit"):]
     assert 'echo "make demo: the table is results/tables/digits.md' in last, last
     assert "results/tables/digits-paired.csv" in last
+
+
+def _fake_tools(folder: Path, check_status: int) -> Path:
+    """`folder` as a checkout for `make demo`: the Makefile, a git repository, and a .venv whose
+    python (dvc_yaml.py --check exits `check_status`), snakemake and dvc only log their calls."""
+    import shutil
+    import stat
+
+    shutil.copy(ROOT / "Makefile", folder / "Makefile")
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    bin_dir = folder / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (folder / ".venv" / ".installed").touch()
+    log = folder / "calls.log"
+    for tool, status in (("python", check_status), ("snakemake", 0), ("dvc", 0)):
+        script = bin_dir / tool
+        script.write_text(f'#!/bin/sh\necho "{tool} $*" >> {log}\nexit {status}\n')
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return log
+
+
+def test_make_demo_checks_dvc_yaml_before_any_job(tmp_path: Path) -> None:
+    """A dvc.yaml out of step with params.yaml (a seed added) stops `make demo` before Snakemake
+    runs a job, not after all of them; an up-to-date one lets it run, then records in dvc.lock."""
+    stale, fresh = tmp_path / "stale", tmp_path / "fresh"
+    for folder, status in ((stale, 2), (fresh, 0)):
+        folder.mkdir()
+        log = _fake_tools(folder, status)
+        done = subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed",
+                               "demo"], cwd=folder, capture_output=True, text=True, timeout=60)
+        calls = log.read_text().splitlines()
+        assert calls[0] == "python workflow/scripts/dvc_yaml.py --check", calls
+        if status:
+            assert done.returncode != 0 and calls == calls[:1], calls
+        else:
+            assert done.returncode == 0, done.stderr
+            assert [c.split()[0] for c in calls] == ["python", "snakemake", "dvc"], calls
