@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.params_edits import edited_params_line
+
 BIN = Path(sys.executable).parent  # the venv running the tests: snakemake, dvc, wscat
+ROOT = Path(__file__).resolve().parents[1]
 
 # `make test`'s two workers share two cores, so every test, and every process it starts (wscat,
 # Snakemake's jobs), computes on one thread: two threads beside a busy core stall at random
@@ -23,6 +26,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     (--dist loadfile --no-loadscope-reorder), so the small unit files fill in at the end instead
     of one long pipeline file running alone on one worker while the other idles."""
     items.sort(key=lambda item: item.path.parent.name != "workflow")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A local edit of params.yaml, named before the first test (tests/helpers/params_edits);
+    written to the terminal, since `-q` (make test's) hides pytest's report header."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    line = edited_params_line(ROOT) if reporter is not None else None
+    if line:
+        reporter.write_line(f"note: {line}", yellow=True, bold=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    """The same note after the failures, where a reader of a red run looks."""
+    line = edited_params_line(ROOT) if exitstatus == pytest.ExitCode.TESTS_FAILED else None
+    if line:
+        terminalreporter.write_line(f"note: {line}", yellow=True, bold=True)
 
 
 @pytest.fixture(scope="module")
