@@ -112,7 +112,9 @@ def describe(error: BaseException) -> str | None:
 
 _NAMED_TARGET = re.compile(r"(table|paper)_\w+")
 # A Makefile target that runs Snakemake: its name, then the files it asks Snakemake for.
-_MAKE_TARGET = re.compile(r"^([a-z0-9][a-z0-9-]*):[^=\n]*\n\t\$\(SNAKEMAKE\) (.+)$", re.M)
+# A target whose recipe runs Snakemake, after other lines or not (`demo` checks dvc.yaml first).
+_MAKE_TARGET = re.compile(r"^([a-z0-9][a-z0-9-]*):[^=\n]*\n(?:\t(?!\$\(SNAKEMAKE\)).*\n)*"
+                          r"\t\$\(SNAKEMAKE\) (.+)$", re.M)
 _LIST_TARGETS = ("`snakemake --list-target-rules` lists the named targets, and "
                  "results/tables/EXPERIMENT.tex (experiments: `wscat list-experiments`) is the "
                  "usual file target")
