@@ -193,3 +193,18 @@ def test_the_gpu_profile_on_a_cluster_without_gpus_names_the_cpu_profile(tmp_pat
     [line] = wscat_lines(result)
     assert "asks for gpu: 1 but partition debug has no GPUs" in line
     assert "use workflow/profiles/slurm-cpu" in line
+
+
+def test_a_misspelt_workflow_profile_stops_in_one_line_even_a_dry_run(tmp_path) -> None:
+    """Snakemake ignores a --workflow-profile that names no folder (no profile at all: every job
+    local, the dry run looks fine, the real run says `cores have to be specified`)."""
+    work, profile = workflow_with(tmp_path, lambda config: None)
+    fake = fake_slurm(tmp_path / "bin", "debug*|(null)|2|4000")
+    for extra in (("-n",), ("--cores", "2"), ()):
+        result = snakemake(work, profile.with_name("profil"), str(fake), *extra)
+        assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+        assert wscat_lines(result) == [
+            f"wscat: --workflow-profile {profile.with_name('profil')}: no such profile folder; "
+            "Snakemake would ignore it and read no profile at all, so run every job locally: "
+            "check the path (the shipped ones: workflow/profiles/local, slurm, slurm-cpu)"], extra
+        assert not (work / "results").exists() and not (fake / "called").exists()

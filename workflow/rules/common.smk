@@ -5,12 +5,14 @@ from wscat.paths, the sections and checks from wscat.workflow; nothing here impo
 
 import os
 import sys
+from pathlib import Path
 
 from wscat import interrupted
 from wscat import paths
 from wscat import slurm_preflight
 from wscat import targets
 from wscat import workflow as wf
+from wscat import workflow_profile
 from wscat.config import ConfigError, evaluation_for
 from wscat.report import paper as paper_files
 from wscat.report import labels
@@ -78,6 +80,11 @@ def loaded_by_snakemake():
 # The `snakemake` command line loading the workflow (None under the Python API): its targets and
 # whether it is a dry run.
 CLI = slurm_preflight.cli_args()
+
+# A misspelt --workflow-profile: Snakemake ignores it without a word and runs every job locally.
+NO_PROFILE = workflow_profile.missing(CLI, Path(workflow.basedir))
+if loaded_by_snakemake() and NO_PROFILE:
+    stop(NO_PROFILE)
 
 
 # The rules call `wscat`: `.venv/bin/snakemake` without the venv on PATH finds the one beside
