@@ -392,6 +392,14 @@ def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
     assert manifest["manifest"]["cpu_threads"] == {"training": {"from epoch 1": 1},
                                                    "evaluation": 1}
     assert "CPU thread" not in log  # no change of thread count to report
+    # no slurm_account: the plugin's lines, word for word as docs/workflow.md quotes them
+    said = (tmp_path / "slurm.log").read_text()
+    guide = " ".join((ROOT / "docs/workflow.md").read_text().split())
+    for line in ("No SLURM account given, trying to guess.",
+                 "No account was given, not able to get a SLURM account via sacct: sacct: "
+                 "invalid option -- '1'",
+                 "Unable to guess SLURM account. Trying to proceed without."):
+        assert line in said and f"`{line}`" in guide, line
     # byte-identical to the local run: the table, its twins, the metrics
     compared = sorted(p.relative_to(local) for p in (local / "results").glob("tables/*"))
     compared += [Path("results/metrics/digits/cnn/wscat/seed1.json"),
