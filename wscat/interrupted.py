@@ -30,12 +30,15 @@ def _made_from(run_dir: Path, root: Path) -> list[str]:
             if (root / made).is_file()]
 
 
-def warnings(root: Path = Path("."), targets: list[str] | None = None) -> list[str]:
+def warnings(root: Path = Path("."), targets: list[str] | None = None,
+             profile: str | None = None) -> list[str]:
     """One line per model folder under `root`/results/models with resume/last.pt but no best.pt,
     and no training running in it now, whose metrics (or other files made from it) exist,
-    naming the command that continues it."""
+    naming the command that continues it (with the command line's `--workflow-profile`, e.g. a
+    SLURM one: without it the training would run where Snakemake runs)."""
     lines = []
     target = " ".join(targets) if targets else "<your target>"
+    where = f"--workflow-profile {profile} " if profile and profile != "none" else ""
     for resume in sorted((root / "results" / "models").glob(f"*/*/*/seed*/{RESUME}")):
         run_dir = resume.parent.parent
         if (run_dir / "best.pt").exists() or being_written(run_dir):
@@ -50,5 +53,5 @@ def warnings(root: Path = Path("."), targets: list[str] | None = None) -> list[s
             f"({RESUME}, no best.pt) while {made[0]}{more}, made from its previous training, "
             f"still stands; where a plain rerun finds nothing to do, those results stay as they "
             f"are: continue it with the same command and --forcerun {best}, e.g. "
-            f"snakemake --forcerun {best} -- {target}")
+            f"snakemake {where}--forcerun {best} -- {target}")
     return lines

@@ -46,3 +46,15 @@ def test_a_stale_lock_of_a_process_that_ended_is_no_training(tmp_path: Path) -> 
     lock.write_text('{"pid": 999999999, "started": "then", "command": "wscat train"}\n')
     assert not being_written(run)
     assert len(interrupted.warnings(tmp_path)) == 1
+
+
+def test_the_command_it_names_keeps_the_workflow_profile(tmp_path: Path) -> None:
+    """Cut short on a SLURM cluster: the command that continues it names the profile it ran
+    with, or the training would run on the login node."""
+    cut_short(tmp_path)
+    (line,) = interrupted.warnings(tmp_path, ["results/tables/digits.tex"], "my-profile")
+    assert line.endswith(f"e.g. snakemake --workflow-profile my-profile --forcerun {RUN}/best.pt "
+                         "-- results/tables/digits.tex"), line
+    for none in (None, "none"):
+        (line,) = interrupted.warnings(tmp_path, ["t.tex"], none)
+        assert line.endswith(f"e.g. snakemake --forcerun {RUN}/best.pt -- t.tex"), line
