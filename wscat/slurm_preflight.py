@@ -193,24 +193,41 @@ def check_jobs(jobs: dict[str, Job], found: dict[str, Partition]) -> None:
             raise PreflightError(f"rule {rule} asks for gpu: {job.gpu} but partition {name} has "
                                  f"no GPUs; {elsewhere} use workflow/profiles/slurm-cpu "
                                  "(gpu: 0; export WSCAT_DEVICE=cpu)")
-        (cpu_key, cpus), (mem_key, mem) = job.asked()
+        (cpu_key, cpus), _ = job.asked()
         if cpu_key != "threads" and not isinstance(getattr(job, cpu_key), int):
             value = getattr(job, cpu_key)  # the plugin stops the job at submission for it
             raise PreflightError(f"rule {rule}'s {cpu_key} is {value!r} ("
                                  f"{job.sources.get(cpu_key, cpu_key)}), not a whole number; "
                                  "the SLURM plugin takes only whole numbers of CPUs: give one in "
                                  "the profile")
-        for what, asked, most, unit in ((cpu_key, cpus, part.cpus, "CPUs"),
-                                        (mem_key, mem, part.mem_mb, "MB")):
-            if isinstance(asked, int) and most and asked > most:
-                per_cpu = (f" = {job.mem_mb_per_cpu} MB per CPU × {cpus} CPUs"
-                           if what == "mem_mb_per_cpu" else
-                           f" = {job.cpus_per_gpu} per GPU × {job.gpu} GPUs"
-                           if what == "cpus_per_gpu" else "")
-                raise PreflightError(
-                    f"rule {rule} asks for {asked} {unit} ({job.sources.get(what, what)}"
-                    f"{per_cpu}) but the largest node of partition {name} has {most} (`sinfo -h "
-                    f"-p {name} -o \"%c %m\"`); lower it in the profile")
+        if over := _oversize(job, part):
+            what, asked, most, unit = over
+            per_cpu = (f" = {job.mem_mb_per_cpu} MB per CPU × {cpus} CPUs"
+                       if what == "mem_mb_per_cpu" else
+                       f" = {job.cpus_per_gpu} per GPU × {job.gpu} GPUs"
+                       if what == "cpus_per_gpu" else "")
+            # the later rules too big for their node, named at once (not one run per rule)
+            later = [f"{other} ({more[1]} {more[3]})" for other, more in
+                     ((other, _oversize(job_, found.get(job_.partition or default or "")))
+                      for other, job_ in sorted(jobs.items()) if other > rule) if more]
+            likewise = f", and likewise for {', '.join(later)}" if later else ""
+            raise PreflightError(
+                f"rule {rule} asks for {asked} {unit} ({job.sources.get(what, what)}"
+                f"{per_cpu}) but the largest node of partition {name} has {most} (`sinfo -h "
+                f"-p {name} -o \"%c %m\"`); lower it in the profile{likewise}")
+
+
+def _oversize(job: Job, part: Partition | None) -> tuple[str, int, int, str] | None:
+    """(the key, what the job asks, the node's most, the unit) of the first of its CPUs and
+    memory that exceeds the largest node of `part`, or None (it fits, or sizes unknown)."""
+    if part is None:
+        return None
+    (cpu_key, cpus), (mem_key, mem) = job.asked()
+    for what, asked, most, unit in ((cpu_key, cpus, part.cpus, "CPUs"),
+                                    (mem_key, mem, part.mem_mb, "MB")):
+        if isinstance(asked, int) and most and asked > most:
+            return what, asked, most, unit
+    return None
 
 
 def check(default_resources: dict[str, Any], set_resources: dict[str, dict[str, Any]],

@@ -208,3 +208,17 @@ def test_a_misspelt_workflow_profile_stops_in_one_line_even_a_dry_run(tmp_path) 
             "Snakemake would ignore it and read no profile at all, so run every job locally: "
             "check the path (the shipped ones: workflow/profiles/local, slurm, slurm-cpu)"], extra
         assert not (work / "results").exists() and not (fake / "called").exists()
+
+
+def test_every_rule_too_big_for_the_node_is_named_in_the_one_line(cluster) -> None:
+    """The shipped slurm-cpu sizes (16-32 GB) on a 4000 MB node: one run names every rule to
+    lower, not one rule per run (six edit-and-run rounds for the shipped profile)."""
+    cluster()
+    asked = {rule: {**SUBMITTED["train"], "mem_mb": mem} for rule, mem in
+             (("analyse", 16000), ("evaluate", 32000), ("paper_figure", 4000), ("train", 32000))}
+    line = refused({}, {}, {}, asked)
+    assert line.startswith("rule analyse asks for 16000 MB"), line
+    assert line.endswith("; lower it in the profile, and likewise for evaluate (32000 MB), "
+                         "train (32000 MB)"), line
+    line = refused({}, {}, {}, {"train": asked["train"], "paper_figure": asked["paper_figure"]})
+    assert line.endswith("lower it in the profile"), line
