@@ -27,10 +27,12 @@ def test_a_misspelt_profile_is_named_in_one_line(here: Path) -> None:
     assert "run every job locally" in line and "workflow/profiles/" in line
 
 
-@pytest.mark.parametrize("given", ["my-profile", str(Path("my-profile").absolute()), "default",
-                                   "slurm", "none", None, ""])
+@pytest.mark.parametrize("given", ["my-profile", "HERE/my-profile", "default", "slurm", "none",
+                                   None, ""])
 def test_a_profile_snakemake_finds_or_none_passes(here: Path, given: str | None) -> None:
-    """As a path, under profiles/ here or beside the Snakefile; `none` and no flag: no check."""
+    """As a path (HERE: the test's folder, an absolute one), under profiles/ here or beside the
+    Snakefile; `none` and no flag: no check."""
+    given = given.replace("HERE", str(here)) if given else given
     assert missing(Namespace(workflow_profile=given, directory=None), here / "wf") is None
 
 

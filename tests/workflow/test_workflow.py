@@ -220,13 +220,6 @@ def test_the_check_keeps_the_stages_you_chose(tmp_path: Path, env: dict[str, str
         in result.stderr, result.stderr
 
 
-def test_the_makefile_checks_dvc_yaml_before_it_records() -> None:
-    """make demo's DVC step runs `dvc_yaml.py --check` and `dvc commit` only when it passes."""
-    record = next(line for line in re.sub(r"\\\n\s*", " ", (ROOT / "Makefile").read_text())
-                  .splitlines() if line.startswith("DVC_RECORD ="))
-    assert "workflow/scripts/dvc_yaml.py --check && $(VENV)/bin/dvc commit --force" in record
-
-
 def test_git_tracks_the_tables_and_metrics_dvc_does_not_cache(env: dict[str, str]) -> None:
     """The tables and summary metrics are committed, or `dvc metrics diff` has no baseline."""
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]

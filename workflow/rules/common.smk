@@ -97,8 +97,9 @@ if loaded_by_snakemake():
 
 # A training cut short by a killed --forcerun: its old results stand in for it (wscat.interrupted).
 if loaded_by_snakemake():
-    for line in interrupted.warnings(targets=getattr(CLI, "targets", None),
-                                     profile=getattr(CLI, "workflow_profile", None)):
+    for line in interrupted.warnings(
+        targets=getattr(CLI, "targets", None), profile=getattr(CLI, "workflow_profile", None)
+    ):
         print(f"wscat: {line}", file=sys.stderr)
 
 
