@@ -27,7 +27,7 @@ from wscat.file_kinds import check_input_kind
 from wscat.io import check_writable, guard_outputs, output_lock
 from wscat.memory import keep_freed_memory
 from wscat.own_method import OwnMethodError
-from wscat.paths import RUN_NAMES
+from wscat.paths import RUN_NAMES, SPLIT
 
 Params = dict[str, Any] | None
 
@@ -111,11 +111,13 @@ NAME_HELP = {
 
 
 FROM_CHECKPOINT = " (default: the --checkpoint's, which records it)"
+SPLIT_HELP = ("the seed's split (`wscat split`; default: the workflow's, "
+              f"{SPLIT.format(dataset='DATASET', seed='SEED')})")
 
 
 def _common(parser: argparse.ArgumentParser, *names: str, from_checkpoint: bool = False) -> None:
     """The options most steps share; `from_checkpoint`: the run's names (--dataset, --model,
-    --method, --seed) may be left out, and are then the checkpoint's (`fill_run_names`)."""
+    --method, --seed) may be left out, and are then the checkpoint's (`fill_from_checkpoint`)."""
     parser.add_argument("--params", type=Path, default=Path("params.yaml"),
                         help="params file (default: params.yaml)")
     for name in names:
@@ -215,7 +217,7 @@ def _pseudo_label(args: argparse.Namespace, params: Params) -> None:
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "model", "method", "seed", "threads", from_checkpoint=True)
-    p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
+    p.add_argument("--split", type=Path, default=None, help=SPLIT_HELP)
     p.add_argument("--checkpoint", type=Path, required=True, help="the run's best.pt")
     p.add_argument("--out", type=Path, required=True,
                    help="the metrics to write (.json: accuracies and how they were measured)")
@@ -372,7 +374,7 @@ def _curves(args: argparse.Namespace, params: Params) -> None:
 
 def _validate_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "dataset", "model", "method", "seed", "threads", from_checkpoint=True)
-    p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
+    p.add_argument("--split", type=Path, default=None, help=SPLIT_HELP)
     p.add_argument("--checkpoint", type=Path, required=True, help="the run's best.pt")
     p.add_argument("--out", type=Path, required=True,
                    help="the validation scores to write (.json)")
@@ -617,16 +619,20 @@ def check_input_kinds(args: argparse.Namespace, params: Params = None) -> None:
             check_input_kind(path, kind, option, given)
 
 
-# The steps whose --checkpoint is the run's own best.pt: a run name left out is the checkpoint's.
+# The steps whose --checkpoint is the run's own best.pt: a run name left out is the checkpoint's,
+# and a --split left out the seed's split where the workflow keeps it.
 NAMES_FROM_CHECKPOINT = ("evaluate", "validate")
 
 
-def fill_run_names(args: argparse.Namespace) -> None:
+def fill_from_checkpoint(args: argparse.Namespace) -> bool:
     """evaluate, validate: each of --dataset, --model, --method and --seed not given becomes the
-    checkpoint's (wscat.checkpoint.run_names); one given is kept, and the step refuses a
-    checkpoint of another run (wscat.checkpoint.check_run, check_model) as before."""
+    checkpoint's (wscat.checkpoint.run_names), and --split not given the workflow's split of
+    that dataset and seed (wscat.paths.SPLIT; one line where it is not there). One given is
+    kept, and the step refuses a checkpoint or split of another run as before
+    (wscat.checkpoint.check_run, check_model; the split's seed and params). Whether it filled
+    --split, an input the guard then checks too."""
     if args.step not in NAMES_FROM_CHECKPOINT:
-        return
+        return False
     lacking = [name for name in RUN_NAMES if getattr(args, name) is None]
     if lacking:
         from wscat.checkpoint import run_names
@@ -634,28 +640,45 @@ def fill_run_names(args: argparse.Namespace) -> None:
         recorded = run_names(args.checkpoint)
         for name in lacking:
             setattr(args, name, recorded[name])
+    if args.split is not None:
+        return False
+    args.split = Path(SPLIT.format(dataset=args.dataset, seed=args.seed))
+    if not args.split.is_file():
+        raise ValueError(f"no --split given, and the workflow's split of {args.dataset} seed "
+                         f"{args.seed}, {args.split}, is not there; pass --split, or make it: "
+                         f"wscat split --dataset {args.dataset} --seed {args.seed} --out "
+                         f"{args.split}")
+    return True
 
 
-def guard(args: argparse.Namespace) -> None:
-    """Before any work: no file input is a folder, no output is an input (the step adds the
-    inputs only it knows), the run's names left out are the checkpoint's (`fill_run_names`),
-    and no output holds another kind of file or another run's."""
-    inputs = step_inputs(args)
+def _check_input_paths(step: str, inputs: dict[str, Any]) -> None:
+    """No file input is a folder, and no folder input a file."""
     for flag, value in inputs.items():
         for path in value if isinstance(value, list) else [value]:
             if flag not in FOLDER_INPUTS and Path(path).is_dir():
-                name = input_name(args.step, flag)
+                name = input_name(step, flag)
                 raise ValueError(f"{name if name == flag else f'the {name}'} {path} is a folder, "
                                  "not a file; pass the file itself")
             if flag in FOLDER_INPUTS and Path(path).exists() and not Path(path).is_dir():
                 raise ValueError(f"{flag} {path} is a file, not a folder; pass the results "
                                  "folder (default: results)")
+
+
+def guard(args: argparse.Namespace) -> None:
+    """Before any work: no file input is a folder, no output is an input (the step adds the
+    inputs only it knows), what evaluate and validate leave to the checkpoint is filled in
+    (`fill_from_checkpoint`; a split so found is checked as the others), and no output holds
+    another kind of file or another run's."""
     files, folders = step_outputs(args)
-    if args.step == "add-dataset":  # --out may name --params: the in-place edit (add_dataset.run)
-        inputs = {flag: value for flag, value in inputs.items() if flag != "--params"}
-    guard_outputs({input_name(args.step, flag): value for flag, value in inputs.items()},
-                  files, folders)
-    fill_run_names(args)
+    for _ in range(2):
+        inputs = step_inputs(args)
+        _check_input_paths(args.step, inputs)
+        if args.step == "add-dataset":  # --out may name --params: the in-place edit
+            inputs = {flag: value for flag, value in inputs.items() if flag != "--params"}
+        guard_outputs({input_name(args.step, flag): value for flag, value in inputs.items()},
+                      files, folders)
+        if not fill_from_checkpoint(args):
+            break
     check_output_kinds(args.step, files, run_of(args))
 
 

@@ -1,8 +1,9 @@
 """`wscat evaluate` and `wscat validate` without --dataset, --model, --method or --seed take each
-left out from the checkpoint, which records them (wscat.cli.fill_run_names): the same file as
-with every name given. A name given is kept, and a checkpoint of another run is still refused;
-a checkpoint that cannot name its run (missing, a folder, another kind of file) is one line,
-exit 2, nothing written."""
+left out from the checkpoint, which records them, and without --split the workflow's split of
+that seed (wscat.cli.fill_from_checkpoint): the same file as with everything given. A name
+given is kept, and a checkpoint of another run is still refused; a checkpoint that cannot name
+its run (missing, a folder, another kind of file), or a workflow split that is not there, is one
+line, exit 2, nothing written."""
 from __future__ import annotations
 
 import json
@@ -87,3 +88,27 @@ def test_help_says_where_a_left_out_name_comes_from(step: str,
     assert cli.main([step, "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert text.count("(default: the --checkpoint's, which records it)") == 4, text
+    assert "default: the workflow's, results/splits/DATASET/seedSEED.npz" in text, text
+
+
+def test_a_left_out_split_is_the_workflows(work: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Run where the workflow's results/ is: results/splits/digits/seed1.npz is the split."""
+    monkeypatch.chdir(work)
+    bare = ["validate", "--params", "params.yaml", "--checkpoint", "run/best.pt", "--device",
+            "cpu", "--out"]
+    capsys.readouterr()
+    assert _main(*bare, "no-split.json") == 2
+    err = capsys.readouterr().err.strip()
+    assert "no --split given, and the workflow's split of digits seed 1, " \
+        "results/splits/digits/seed1.npz, is not there" in err and len(err.splitlines()) == 1
+    assert "wscat split --dataset digits --seed 1 --out results/splits/digits/seed1.npz" in err
+    assert not (work / "no-split.json").exists()
+    split = work / "results" / "splits" / "digits" / "seed1.npz"
+    split.parent.mkdir(parents=True)
+    split.write_bytes((work / "s1.npz").read_bytes())
+    assert _main(*bare, "found.json") == 0
+    assert _main(*_step(work, "validate", work / "given.json", *NAMES)) == 0
+    found, given = (json.loads((work / name).read_text()) for name in ("found.json", "given.json"))
+    found.pop("manifest"), given.pop("manifest")
+    assert found == given
