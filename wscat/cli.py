@@ -651,8 +651,10 @@ def fill_from_checkpoint(args: argparse.Namespace) -> bool:
     return True
 
 
-def _check_input_paths(step: str, inputs: dict[str, Any]) -> None:
-    """No file input is a folder, and no folder input a file."""
+def _check_inputs(args: argparse.Namespace, files: dict[str, Path],
+                  folders: dict[str, Path]) -> None:
+    """No file input is a folder, no folder input a file, and no output an input."""
+    step, inputs = args.step, step_inputs(args)
     for flag, value in inputs.items():
         for path in value if isinstance(value, list) else [value]:
             if flag not in FOLDER_INPUTS and Path(path).is_dir():
@@ -662,6 +664,10 @@ def _check_input_paths(step: str, inputs: dict[str, Any]) -> None:
             if flag in FOLDER_INPUTS and Path(path).exists() and not Path(path).is_dir():
                 raise ValueError(f"{flag} {path} is a file, not a folder; pass the results "
                                  "folder (default: results)")
+    if step == "add-dataset":  # --out may name --params: the in-place edit (add_dataset.run)
+        inputs = {flag: value for flag, value in inputs.items() if flag != "--params"}
+    guard_outputs({input_name(step, flag): value for flag, value in inputs.items()},
+                  files, folders)
 
 
 def guard(args: argparse.Namespace) -> None:
@@ -670,15 +676,9 @@ def guard(args: argparse.Namespace) -> None:
     (`fill_from_checkpoint`; a split so found is checked as the others), and no output holds
     another kind of file or another run's."""
     files, folders = step_outputs(args)
-    for _ in range(2):
-        inputs = step_inputs(args)
-        _check_input_paths(args.step, inputs)
-        if args.step == "add-dataset":  # --out may name --params: the in-place edit
-            inputs = {flag: value for flag, value in inputs.items() if flag != "--params"}
-        guard_outputs({input_name(args.step, flag): value for flag, value in inputs.items()},
-                      files, folders)
-        if not fill_from_checkpoint(args):
-            break
+    _check_inputs(args, files, folders)
+    if fill_from_checkpoint(args):  # the split it found is an input too
+        _check_inputs(args, files, folders)
     check_output_kinds(args.step, files, run_of(args))
 
 
