@@ -239,13 +239,18 @@ def lock_path(path: PathLike) -> Path:
 
 def being_written(path: PathLike) -> bool:
     """Whether a live process holds the output lock of `path` now (its lock file, which goes
-    when the writer ends, names a pid that runs on this machine): a write in progress, such as a
-    training, not one cut short. Reads the lock file only; takes no lock."""
+    when the writer ends, names this machine and a pid that runs on it): a write in progress,
+    such as a training, not one cut short. A lock of another machine (a SLURM job on another
+    node) says nothing here: False. Reads the lock file only; takes no lock."""
+    import socket
+
     try:
         with open(lock_path(path), encoding="utf-8") as handle:
-            return _pid_alive(_holder(handle).get("pid"))
+            holder = _holder(handle)
     except OSError:
         return False
+    return holder.get("host", socket.gethostname()) == socket.gethostname() \
+        and _pid_alive(holder.get("pid"))
 
 
 def _holder(handle: Any) -> dict[str, Any]:
@@ -290,8 +295,8 @@ def _made_folders(folder: Path) -> list[Path]:
 def output_lock(path: PathLike, command: str = "") -> Iterator[Path]:
     """Hold an exclusive lock on the output file or folder `path` while the block runs.
 
-    The lock is `flock` on a hidden file beside `path` that names its holder (pid, start time,
-    command). A second writer gets one line naming the first and changes nothing. A lock whose
+    The lock is `flock` on a hidden file beside `path` that names its holder (pid, host, start
+    time, command). A second writer gets one line naming the first and changes nothing. A lock whose
     holder died (killed, power cut) is free again for the kernel: it is taken over, with a note.
     The lock file, and any folder made for it that stayed empty, go when the block ends. Within
     one process the lock nests (the command line locks a step's outputs, the step its own)."""
@@ -335,6 +340,7 @@ def _same_inode(handle: Any, lock: Path) -> bool:
 def _acquire(lock: Path, path: PathLike, command: str) -> Any:
     """Open and flock `lock` (retrying when a finishing holder unlinked it meanwhile); record us."""
     import fcntl
+    import socket
     import time
 
     for _ in range(5):
@@ -359,8 +365,9 @@ def _acquire(lock: Path, path: PathLike, command: str) -> Any:
                   f"({_describe_holder(stale)}){alive}", file=sys.stderr)
         handle.seek(0)
         handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "started": time.strftime(
-            "%Y-%m-%d %H:%M:%S %Z"), "command": command}) + "\n")
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                                 "command": command}) + "\n")
         handle.flush()
         return handle
     raise OutputError(errno.EBUSY, f"{path}: its lock {lock} keeps changing hands; another "

@@ -48,6 +48,22 @@ def test_a_stale_lock_of_a_process_that_ended_is_no_training(tmp_path: Path) -> 
     assert len(interrupted.warnings(tmp_path)) == 1
 
 
+def test_a_lock_of_another_machine_says_nothing_here(tmp_path: Path) -> None:
+    """A SLURM job's lock on a shared file system names its node: a pid alive on this machine
+    (here our own) is another process, so the lock shows no training running here."""
+    import os
+    import socket
+
+    run = cut_short(tmp_path)
+    lock = run.parent / f".{run.name}.wscat-lock"
+    lock.write_text(f'{{"pid": {os.getpid()}, "host": "{socket.gethostname()}-other", '
+                    '"started": "then", "command": "wscat train"}\n')
+    assert not being_written(run)
+    assert len(interrupted.warnings(tmp_path)) == 1
+    lock.write_text(f'{{"pid": {os.getpid()}, "host": "{socket.gethostname()}"}}\n')
+    assert being_written(run)
+
+
 def test_the_command_it_names_keeps_the_workflow_profile(tmp_path: Path) -> None:
     """Cut short on a SLURM cluster: the command that continues it names the profile it ran
     with, or the training would run on the login node."""
