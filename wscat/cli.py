@@ -832,8 +832,19 @@ def console() -> int:
     atexit handlers and the flush of stdout and stderr run as before. Not in `main`, which
     tests and Python callers run in their own process."""
     code = main()
+    _ignore_late_signals()
     gc.freeze()
     return code
+
+
+def _ignore_late_signals() -> None:
+    """The step has ended (its outputs written, its line printed): a Ctrl-C or SIGTERM now could
+    only interrupt the interpreter's teardown, printing an atexit handler's KeyboardInterrupt
+    traceback (torch's) after a finished step, or ending it silently with 130. Ignored instead:
+    the exit status stays the step's."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
