@@ -1,10 +1,6 @@
-"""`python -m wscat`. Ctrl-C while the heavy imports load still ends with one line."""
+"""`python -m wscat`: the `wscat` command (wscat.entry)."""
 import sys
 
-try:
-    from wscat.cli import console
-except KeyboardInterrupt:
-    print("wscat: error: interrupted while starting; nothing was written", file=sys.stderr)
-    sys.exit(130)
+from wscat.entry import console
 
 sys.exit(console())

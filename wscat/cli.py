@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from wscat import __version__
 from wscat.config import SEED_MAX, ConfigError, load_params, unknown_name
 from wscat.device import DEVICE_ENV, THREADS_MAX, device_default
+from wscat.entry import STARTING
 from wscat.errors import (DEBUG_ENV, INTERRUPTED, Terminated, debug_requested, describe,
                           exit_code, first_line)
 from wscat.file_kinds import check_input_kind
@@ -799,7 +800,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help, --version (0) or a usage error, already one line (2)
         return done.code if isinstance(done.code, int) else 0 if done.code is None else 2
     except KeyboardInterrupt:
-        print("wscat: error: interrupted while starting; nothing was written", file=sys.stderr)
+        print(STARTING, file=sys.stderr)
         return INTERRUPTED
     keep_freed_memory()  # fewer page faults per tensor op; the same bits (wscat/memory.py)
     try:
