@@ -102,9 +102,10 @@ def test_version():
 
 
 def test_the_command_runs_main_then_freezes_the_heap_for_a_quick_exit(monkeypatch):
-    """`wscat` and `python -m wscat` are `console`: main's exit status, then gc.freeze, so the
-    interpreter's exit skips its last collection (benchmarks/startup.py); `main` itself, which
-    tests and Python callers run in their own process, freezes nothing."""
+    """`wscat` and `python -m wscat` are `console` (through wscat.entry, which guards its import
+    against Ctrl-C): main's exit status, then gc.freeze, so the interpreter's exit skips its
+    last collection (benchmarks/startup.py); `main` itself, which tests and Python callers run
+    in their own process, freezes nothing."""
     import runpy
     from importlib.metadata import entry_points
 
@@ -115,7 +116,7 @@ def test_the_command_runs_main_then_freezes_the_heap_for_a_quick_exit(monkeypatc
     monkeypatch.setattr(cli.gc, "freeze", lambda: calls.append("freeze"))
     assert cli.console() == 2 and calls == ["main", "freeze"]
     (script,) = entry_points(group="console_scripts", name="wscat")
-    assert script.value == "wscat.cli:console"
+    assert script.value == "wscat.entry:console"
     calls.clear()
     with pytest.raises(SystemExit) as done:
         runpy.run_module("wscat", run_name="__main__")

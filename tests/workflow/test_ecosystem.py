@@ -171,7 +171,7 @@ def test_pip_builds_and_installs_the_package_with_its_console_command(tmp_path: 
         assert needed in names
     assert any(name.startswith("wscat/report/templates/") for name in names)
     assert not any(name.startswith("tests/") for name in names)
-    assert "wscat = wscat.cli:console" in entry_points
+    assert "wscat = wscat.entry:console" in entry_points
     requires = [line.split(": ", 1)[1] for line in metadata.splitlines()
                 if line.startswith("Requires-Dist: ") and "extra ==" not in line]
     assert pins(requires) == pins((ROOT / "requirements.txt").read_text().splitlines())
