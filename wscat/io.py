@@ -239,9 +239,10 @@ def lock_path(path: PathLike) -> Path:
 
 def being_written(path: PathLike) -> bool:
     """Whether a live process holds the output lock of `path` now (its lock file, which goes
-    when the writer ends, names this machine and a pid that runs on it): a write in progress,
-    such as a training, not one cut short. A lock of another machine (a SLURM job on another
-    node) says nothing here: False. Reads the lock file only; takes no lock."""
+    when the writer ends, names this machine and a pid that runs on it, started when the holder
+    did: a pid reused by a later process is not the holder): a write in progress, such as a
+    training, not one cut short. A lock of another machine (a SLURM job on another node) says
+    nothing here: False. Reads the lock file only; takes no lock."""
     import socket
 
     try:
@@ -249,8 +250,23 @@ def being_written(path: PathLike) -> bool:
             holder = _holder(handle)
     except OSError:
         return False
-    return holder.get("host", socket.gethostname()) == socket.gethostname() \
-        and _pid_alive(holder.get("pid"))
+    pid = holder.get("pid")
+    if holder.get("host", socket.gethostname()) != socket.gethostname() or not _pid_alive(pid):
+        return False
+    recorded, now = holder.get("pid_start"), _process_start(pid)
+    return recorded is None or now is None or recorded == now
+
+
+def _process_start(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (/proc/PID/stat's 22nd field), or
+    None where /proc does not say (not Linux, no such process): with the pid, it names one
+    process, as a pid alone does not once the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            stat = handle.read()
+        return int(stat[stat.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _holder(handle: Any) -> dict[str, Any]:
@@ -366,6 +382,7 @@ def _acquire(lock: Path, path: PathLike, command: str) -> Any:
         handle.seek(0)
         handle.truncate()
         handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "pid_start": _process_start(os.getpid()),
                                  "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                                  "command": command}) + "\n")
         handle.flush()

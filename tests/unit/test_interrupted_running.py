@@ -74,3 +74,26 @@ def test_the_command_it_names_keeps_the_workflow_profile(tmp_path: Path) -> None
     for none in (None, "none"):
         (line,) = interrupted.warnings(tmp_path, ["t.tex"], none)
         assert line.endswith(f"e.g. snakemake --forcerun {RUN}/best.pt -- t.tex"), line
+
+
+def test_a_stale_lock_whose_pid_was_reused_is_no_training(tmp_path: Path) -> None:
+    """The holder died and its pid now runs another process of this machine (here our own): the
+    lock's recorded start of the holder differs from that process's, so the training is named
+    cut short, not running."""
+    import json
+    import os
+
+    from wscat.io import _process_start
+
+    run = cut_short(tmp_path)
+    with output_lock(run, "wscat train ..."):
+        lock = run.parent / f".{run.name}.wscat-lock"
+        holder = json.loads(lock.read_text())
+    assert holder["pid"] == os.getpid() and holder["pid_start"] == _process_start(os.getpid())
+    assert isinstance(holder["pid_start"], int)
+    lock.write_text(json.dumps(holder) + "\n")  # left behind by a holder that died
+    assert being_written(run)  # the same pid and start: the holder is alive
+    lock.write_text(json.dumps({**holder, "pid_start": holder["pid_start"] - 1}) + "\n")
+    assert not being_written(run)
+    (line,) = interrupted.warnings(tmp_path)
+    assert line.startswith(f"warning: {RUN} holds an interrupted training"), line
