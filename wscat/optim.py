@@ -51,7 +51,8 @@ class _Unwrapped(torch.optim.Optimizer):
 
 class SGD(_Unwrapped, torch.optim.SGD):
     """torch.optim.SGD (lr, momentum, Nesterov, weight decay) without the torch._dynamo import:
-    the training's optimiser (the paper's SGD, Sec. 5.1)."""
+    the training's optimiser (the paper's SGD: Sec. 4.1.3, "Hyper-parameters and
+    Implementation")."""
 
 
 class Adam(_Unwrapped, torch.optim.Adam):
