@@ -117,6 +117,7 @@ def make_seed(root: Path, seed: int, *, git: str = "aaaa111", params: dict | Non
         core = json.loads(_committed(f"{src}/seed1.json"))
         core["seed"] = core["manifest"]["seed"] = seed
         core["manifest"]["n_examples"] = 4
+        core["manifest"]["attacks"]["AA"]["n_examples"] = 4  # AutoAttack ran on the 4 flagged
         core["manifest"]["versions"]["git"] = git
         core["per_image"]["correct"] = {a: "1" * k + "0" * (4 - k) for a in ATTACKS}
         core["accuracy"] = {**{a: 25.0 * k for a in ATTACKS}, "Mean": 25.0 * k}

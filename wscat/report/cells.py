@@ -83,6 +83,8 @@ def bold_leads(runs: Sequence[Mapping], methods: Sequence[str], adversarial: Ite
         flags = paired.correctness(runs)
     except paired.NotTheTablesMean:
         return {}, "the per-image results do not give the table's accuracies"
+    except paired.BadFlags:
+        raise  # a damaged file: refused, not read as a table without per-image results
     except ValueError:
         return {}, "no per-image results of every run on the same images"
     return paired.leads(flags, contenders), ""

@@ -65,11 +65,45 @@ class NotTheTablesMean(ValueError):
     file whose numbers are not its own flags')."""
 
 
+class BadFlags(ValueError):
+    """Per-image flags no `wscat evaluate` writes (not a string of 0 and 1, attacks of different
+    lengths, or fewer or more than its AutoAttack ran on): a damaged file, refused wherever it
+    is read, never taken for 'no per-image results'."""
+
+
+def _flag_rows(name: str, correct: Mapping[str, object], manifest: Mapping) -> list[np.ndarray]:
+    """The five attacks' flags as bool rows, each checked to be what `wscat evaluate` writes: a
+    string of 0 and 1 (wscat.evaluation.encode_flags), every attack on as many images, and as
+    many as its manifest says AutoAttack ran on (`attacks.AA.n_examples`, where recorded)."""
+    remedy = "a damaged or hand-edited file; re-evaluate it (`wscat evaluate`)"
+    for attack in ATTACKS:
+        flags = correct[attack]
+        if not isinstance(flags, str) or flags.strip("01"):
+            what = (f"hold {next(c for c in flags if c not in '01')!r}"
+                    if isinstance(flags, str) else f"are a JSON {type(flags).__name__}")
+            raise BadFlags(f"{name}: its per-image flags of {attack} {what}, not a string of 0 "
+                           f"and 1: {remedy}")
+    lengths = {attack: len(correct[attack]) for attack in ATTACKS}
+    if len(set(lengths.values())) != 1:
+        said = ", ".join(f"{a} {n}" for a, n in lengths.items())
+        raise BadFlags(f"{name}: its per-image flags cover different numbers of images ({said}); "
+                       f"every attack's cover the same images: {remedy}")
+    aa = ((manifest.get("attacks") or {}).get("AA") or {}).get("n_examples")
+    n = lengths[ATTACKS[0]]
+    if n == 0:
+        raise BadFlags(f"{name}: its per-image flags are empty: {remedy}")
+    if isinstance(aa, int) and not isinstance(aa, bool) and n != aa:
+        raise BadFlags(f"{name}: its per-image flags cover {n} images, but its AutoAttack ran on "
+                       f"{aa} (manifest attacks.AA.n_examples): {remedy}")
+    return [np.frombuffer(correct[a].encode(), dtype=np.uint8) == ord("1") for a in ATTACKS]
+
+
 def correctness(datas: Sequence[Mapping], *, order: str | None = None
                 ) -> dict[str, dict[int, np.ndarray]]:
     """method -> seed -> (attacks, images) bool array of the five columns of the paper's Mean.
 
-    Refused: a run without per-image correctness; attacks on different images; images in another
+    Refused: a run without per-image correctness; flags no evaluation writes (`BadFlags`);
+    images in another
     order than `order` (else than the first run's) or another evaluation set; per-image flags
     whose accuracies or harmonic Mean are not the metrics file's (e.g. AutoAttack on a subset)."""
     flags: dict[str, dict[int, np.ndarray]] = {}
@@ -77,13 +111,15 @@ def correctness(datas: Sequence[Mapping], *, order: str | None = None
     for data in datas:
         name = f"{data['method']} seed {data['seed']}"
         per_image = data.get("per_image") or {}
-        correct = per_image.get("correct")
+        correct = per_image.get("correct") if isinstance(per_image, dict) else per_image
+        if correct and not isinstance(correct, dict):
+            raise BadFlags(f"{name}: its per_image{'.correct' * isinstance(per_image, dict)} is "
+                           f"a JSON {type(correct).__name__}, not attack -> flags: a damaged or "
+                           "hand-edited file; re-evaluate it (`wscat evaluate`)")
         if not correct or any(a not in correct for a in ATTACKS):
             raise ValueError(f"{name}: the metrics file has no per-image correctness of every "
                              "attack (rerun `wscat evaluate`)")
-        rows = [np.frombuffer(correct[a].encode(), dtype=np.uint8) == ord("1") for a in ATTACKS]
-        if len({len(r) for r in rows}) != 1:
-            raise ValueError(f"{name}: attacks saw different images")
+        rows = _flag_rows(name, correct, data.get("manifest") or {})
         seen = (str(per_image.get("order") or ""),
                 {k: (data.get("manifest") or {}).get(k) for k in _SAME_IMAGES})
         if not seen[0]:
