@@ -110,7 +110,8 @@ def _frame(datas: list[tuple[Path, dict]]) -> pd.DataFrame:
     for path, data in datas:
         key = (data["method"], data["seed"])
         if key in seen:
-            raise ValueError(f"{path}: method {key[0]!r} seed {key[1]} already read from {seen[key]}")
+            raise ValueError(f"{path}: method {key[0]!r} seed {key[1]} already read from "
+                             f"{seen[key]}; pass each run's metrics file once")
         seen[key] = path
         if setting is None:
             setting = (data["dataset"], data["model"])
@@ -148,7 +149,8 @@ def _merge_extras(datas: list[tuple[Path, dict]]) -> list[tuple[Path, dict]]:
             key = run(data)
             if key in extras:
                 raise ValueError(f"{path}: extra metrics of {key[2]} seed {key[3]} already read "
-                                 f"from {extras[key][0]}")
+                                 f"from {extras[key][0]}; pass each run's extra metrics file "
+                                 "once")
             extras[key] = (path, data)
     merged = []
     for path, data in datas:
