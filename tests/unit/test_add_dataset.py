@@ -132,6 +132,21 @@ def test_out_elsewhere_stores_a_path_the_steps_find(tmp_path: Path, monkeypatch:
     assert loaded.train_size == 80 and loaded.num_classes == 4
 
 
+@pytest.mark.parametrize("file", ["my #1.npz", "a: b.npz", "tab\tx.npz", "[x].npz", "*x.npz"])
+def test_a_path_yaml_would_misread_is_quoted(tmp_path: Path, file: str) -> None:
+    """Before, the path went in plain: `my #1.npz` was read back as `my` (the rest a comment),
+    so the split found no file; `a: b.npz` stopped on the temporary file's YAML error; a tab
+    wrote a file that PyYAML's own loader (add-dataset's report) cannot read."""
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    data = npz(tmp_path / file, n=100)
+    add_dataset.run(params, "mine", data)
+    entry = load_params(params)["datasets"]["mine"]
+    assert entry["path"] == str(data.resolve())
+    assert yaml.safe_load(params.read_text())["datasets"]["mine"]["path"] == entry["path"]
+    assert load_dataset("mine", entry).num_classes == 4  # md5 checked
+
+
 def cli_error(capsys: pytest.CaptureFixture[str], path: Path) -> str:
     """`wscat add-dataset bad PATH` in-process with warnings as errors: its one stderr line."""
     (path.parent / "params.yaml").write_text((ROOT / "params.yaml").read_text())

@@ -194,7 +194,7 @@ def blocks(name: str, path: str, md5: str, summary: NpzSummary, params: dict[str
          f"{TEST_FRACTION:.0%} of them is held out below as the test set), ")
         + f"{height}x{width}x{channels}, {summary.classes} classes",
         "  source: npz",
-        f"  path: {path}",
+        f"  path: {_scalar(path)}",
         f"  md5: {md5}   # of the file above: a changed file stops the split (update or delete)",
         *(f"  {line}" for line in test_line),
         f"  # {per_class} labelled a class (about 10% of the smallest class, at least 5), the rest",
@@ -314,6 +314,17 @@ def _stored_path(npz: Path) -> str:
         return resolved.relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
         return str(resolved)
+
+
+def _scalar(value: str) -> str:
+    """`value` as a one-line YAML scalar that reads back as itself: plain where it can be, quoted
+    where plain would not (a path with ` #` would lose its end to a comment, one with `: ` or a
+    tab would not parse)."""
+    dumped = yaml.safe_dump({"k": value}, allow_unicode=True, width=math.inf)
+    if dumped.count("\n") > 1:  # a line break folded over lines: escaped, double-quoted
+        dumped = yaml.safe_dump({"k": value}, allow_unicode=True, width=math.inf,
+                                default_style='"')
+    return dumped.rstrip("\n").split(": ", 1)[1]
 
 
 def _same_file(a: Path, b: Path) -> bool:
