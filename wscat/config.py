@@ -375,12 +375,21 @@ def _check_method(params: dict[str, Any], name: str, source: str = "params.yaml"
             _VALID_METHODS.add(key)
 
 
+PAIRED = "-paired"  # results/tables/<experiment>-paired.*: the paired comparison (wscat.paths)
+
+
 def _check_references(params: dict[str, Any], source: str = "params.yaml") -> None:
     """The checks a JSON schema cannot express: the names each section uses exist elsewhere."""
     methods = params["methods"]
     for name in methods:
         _check_method(params, name, source)
     for name, experiment in params["experiments"].items():
+        if name.endswith(PAIRED):  # results/tables/NAME.tex is experiment BASE's paired table
+            base = name[: -len(PAIRED)]
+            raise ConfigError(f"experiments.{name}: a name ending in {PAIRED} has the table "
+                              f"results/tables/{name}.tex, which is where an experiment "
+                              f"'{base}' writes its paired comparison, so Snakemake builds that "
+                              f"one; rename it (e.g. '{base}_paired')")
         dataset = experiment["dataset"]
         for section in ("datasets", "training"):
             if dataset not in params[section]:

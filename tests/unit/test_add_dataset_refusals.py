@@ -19,6 +19,7 @@ import yaml
 
 from tests.workflow.test_bad_input import one_line_error as bad_input_line
 from wscat import cli
+from wscat.config import ConfigError, load_params
 from wscat.sweeps import full_dataset, unlabelled_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,6 +233,37 @@ def test_names_only_near_a_generated_form_still_pass(tmp_path: Path,
     command = ["add-dataset", name, str(npz), "--params", str(work / "params.yaml")]
     assert cli.main(command) == 0, capsys.readouterr().err
     assert name in yaml.safe_load((work / "params.yaml").read_text())["datasets"]
+
+
+@pytest.mark.parametrize("name", ["digits-paired", "mine-paired"])
+def test_a_name_ending_in_paired_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            name: str) -> None:
+    """digits-paired was added, and the `snakemake -- results/tables/digits-paired.tex` it
+    printed planned the demo's 40 jobs (digits' paired table); mine-paired's table could not be
+    built at all (no experiment 'mine')."""
+    work, npz = work_with(tmp_path, **arrays())
+    command = ["add-dataset", name, str(npz), "--params", str(work / "params.yaml")]
+    line = one_line_error(command, f"'{name}' ends in -paired", work, capsys)
+    assert f"pick another name (e.g. '{name[:-len('-paired')]}_paired'" in line, line
+
+
+def test_an_experiment_ending_in_paired_is_refused_in_the_params(tmp_path: Path) -> None:
+    """Written by hand: the same clash, refused as the params load (snakemake -n, every step)."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["experiments"]["digits-paired"] = params["experiments"]["digits"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    with pytest.raises(ConfigError, match="experiments.digits-paired: a name ending in -paired "
+                       "has the table results/tables/digits-paired.tex"):
+        load_params(tmp_path / "params.yaml")
+
+
+@pytest.mark.parametrize("name", ["mine_paired", "mine-pairs", "paired"])
+def test_names_only_near_paired_still_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          name: str) -> None:
+    work, npz = work_with(tmp_path, **arrays())
+    command = ["add-dataset", name, str(npz), "--params", str(work / "params.yaml")]
+    assert cli.main(command) == 0, capsys.readouterr().err
+    assert name in load_params(work / "params.yaml")["experiments"]
 
 
 # --- 6. --out that is no YAML file -------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from wscat.config import ConfigError, load_params, method_for
+from wscat.config import PAIRED, ConfigError, load_params, method_for
 from wscat.data.split import held_out, validation_per_class
 from wscat.errors import OutputError
 from wscat.io import atomic_path
@@ -354,6 +354,18 @@ def generated_form(name: str) -> None:
                      f"so pick another name (e.g. '{other}'; nothing was written)")
 
 
+def paired_form(name: str) -> None:
+    """Refuse (one line) a name ending in -paired: its table, results/tables/NAME.tex, is where
+    experiment NAME less -paired writes its paired comparison, and Snakemake builds that."""
+    if not name.endswith(PAIRED):
+        return
+    base = name[: -len(PAIRED)]
+    raise ValueError(f"'{name}' ends in {PAIRED}: results/tables/{name}.tex is where an "
+                     f"experiment '{base}' writes its paired comparison, so `snakemake -- "
+                     f"results/tables/{name}.tex` would build that one, not your table; pick "
+                     f"another name (e.g. '{base}_paired'; nothing was written)")
+
+
 def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Path:
     """Check `npz`, then write the params file with NAME's blocks added: to `out` (a new file),
     or in place of `params_file` (`out` None or the params file itself). Returns the file
@@ -384,6 +396,7 @@ def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Pat
             raise ValueError(f"{section}.{name} already exists in {params_file}; pick another "
                              "name, or remove that entry first")
     generated_form(name)
+    paired_form(name)
     summary = inspect(name, npz)
     text = params_file.read_text()
     # The file's own line ends (CRLF from an editor on Windows) and, for a symbolic link, the
