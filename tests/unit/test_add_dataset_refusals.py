@@ -207,6 +207,48 @@ def test_a_single_npy_array_is_named(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "TypeError" not in line and "context manager" not in line, line
 
 
+# --- 4b. arrays in another form than the npz's: the line says how to store them --------------
+
+def _float_images(c):
+    return {**c, "x_train": c["x_train"] / 255.0, "x_test": c["x_test"] / 255.0}
+
+
+def _named_labels(c):
+    names = np.array([f"class{k}" for k in range(10)])
+    return {**c, "y_train": names[c["y_train"]], "y_test": names[c["y_test"]]}
+
+
+@pytest.mark.parametrize("change, phrase, fix", [
+    (_float_images, "x_train is float64, expected uint8", "(x * 255).round().astype(np.uint8)"),
+    (lambda c: {**c, "x_train": c["x_train"].astype(np.int64)}, "x_train is int64",
+     "x.round().astype(np.uint8)"),
+    (_named_labels, "y_train is <U6 (400,), expected 400 integer labels",
+     "np.unique(y_train, return_inverse=True)"),
+    (lambda c: {**c, "y_train": np.eye(10, dtype=np.int64)[c["y_train"]]},
+     "y_train is int64 (400, 10)", "y_train.argmax(axis=1)"),
+], ids=["float-images-in-0-1", "int64-images", "string-labels", "one-hot-labels"])
+def test_arrays_in_another_form_get_the_conversion(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  change, phrase: str, fix: str) -> None:
+    """Before, the line said what was wrong but not what to store instead (`x_train is float64,
+    expected uint8`), unlike its neighbours (images in [0, 1] cast to uint8, a 0..16 scale)."""
+    work, npz = work_with(tmp_path, **change(arrays()))
+    line = one_line_error(add(work, npz), phrase, work, capsys)
+    assert fix in line, line
+
+
+def test_three_classes_numbered_apart_are_called_three(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Labels {3, 7, 9}: before, "no class 0 ... (K = 10 here) ... renumber the labels", and the
+    renumbered file was then refused for its 3 classes."""
+    content = arrays()
+    for key in ("y_train", "y_test"):
+        content[key] = np.array([3, 7, 9])[content[key] % 3]
+    work, npz = work_with(tmp_path, **content)
+    line = one_line_error(add(work, npz), "3 classes (labels 3, 7, 9)", work, capsys)
+    assert "needs at least 4" in line and "renumber" not in line, line
+
+
 # --- 5. a name of the form the paper section generates -----------------------------------------
 
 @pytest.mark.parametrize("name, form", [

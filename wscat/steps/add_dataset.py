@@ -86,9 +86,12 @@ def inspect(name: str, path: Path) -> NpzSummary:
                          f"{DIM_SCALE} or less is refused), where the threat model's eps of 8/255 "
                          f"would be {8 / top:.0%} of the range; rescale them to uint8 0..255, "
                          f"e.g. (x * 255 / {top}).round().astype(np.uint8)")
-    if data.num_classes < MIN_CLASSES:
-        raise ValueError(f"{where}: {data.num_classes} classes; the evaluation's AutoAttack (its "
-                         f"targeted DLR loss) needs at least {MIN_CLASSES}")
+    present = np.unique(labels)  # {3, 7, 9} is 3 classes, not the 10 of 0..9
+    if len(present) < MIN_CLASSES:
+        named = ("" if len(present) == data.num_classes else
+                 f" (labels {', '.join(str(k) for k in present)})")
+        raise ValueError(f"{where}: {len(present)} classes{named}; the evaluation's AutoAttack "
+                         f"(its targeted DLR loss) needs at least {MIN_CLASSES}")
     counts = np.bincount(train, minlength=data.num_classes)
     missing = [k for k, n in enumerate(counts) if n == 0]
     beyond = [k for k in missing if k > train.max()]  # only y_test can hold those
@@ -99,7 +102,9 @@ def inspect(name: str, path: Path) -> NpzSummary:
     if missing:
         raise ValueError(f"{where}: the training images have no class {missing[0]}; labels run "
                          f"0..K-1 (K = {data.num_classes} here) and every class needs training "
-                         "images (renumber the labels)")
+                         "images; renumber the labels, e.g. classes, y_train = np.unique("
+                         "y_train, return_inverse=True), then y_test = np.searchsorted(classes, "
+                         "y_test)")
     # Without a test part the split holds out round(20%) of each class (wscat.data.split's
     # held_out): a class of 7 keeps 6 to split, not floor(7 x 0.8) = 5.
     held = np.array([held_out(int(n), TEST_FRACTION) for n in counts], dtype=counts.dtype)

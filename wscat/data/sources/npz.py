@@ -57,10 +57,25 @@ def _array(data: Any, key: str) -> np.ndarray:
                        f" with {DATASET_SAVE}") from error
 
 
+def _to_uint8(x: np.ndarray) -> str:
+    """How to store images of another dtype as uint8, judged by their range."""
+    numeric = x.dtype != np.bool_ and (np.issubdtype(x.dtype, np.integer)
+                                        or np.issubdtype(x.dtype, np.floating))
+    top = float(np.nanmax(x)) if numeric and x.size and not np.isnan(x).all() else None
+    if top is not None and 0 <= np.nanmin(x) and top <= 1 and np.issubdtype(x.dtype, np.floating):
+        return "for pixels in [0, 1] store (x * 255).round().astype(np.uint8)"
+    if top is not None and 0 <= np.nanmin(x) and top <= 255:
+        return "for pixels in 0..255 store x.round().astype(np.uint8)"
+    if x.dtype == np.bool_:
+        return "for black-and-white images store x.astype(np.uint8) * 255"
+    return "rescale the pixels to 0..255 and store them as uint8"
+
+
 def _channels_first(x: np.ndarray, key: str) -> np.ndarray:
     """uint8 N x H x W x C (or N x H x W, grey) -> N x C x H x W."""
     if x.dtype != np.uint8:
-        raise ValueError(f"{key} is {x.dtype}, expected uint8 (pixel = value / 255)")
+        raise ValueError(f"{key} is {x.dtype}, expected uint8 (pixel = value / 255); "
+                         f"{_to_uint8(x)}")
     if x.ndim == 3:
         x = x[..., None]
     if x.ndim != 4:
@@ -71,12 +86,26 @@ def _channels_first(x: np.ndarray, key: str) -> np.ndarray:
     return x.transpose(0, 3, 1, 2)
 
 
+def _labels_fix(y: np.ndarray, key: str, n: int) -> str:
+    """What to do with labels that are no vector of `n` integers."""
+    if y.ndim == 2 and y.shape[0] == n and y.shape[1] > 1:
+        return f"one label an image, e.g. {key}.argmax(axis=1) for one-hot labels"
+    if y.ndim > 1 and y.size == n:
+        return f"one label an image as a flat vector, e.g. {key}.ravel()"
+    if y.ndim != 1 or len(y) != n:
+        images = "x_" + key[2:]
+        return f"give one label for each of the {n} images of {images}"
+    return ("store class indices 0..K-1, e.g. classes, y_train = np.unique(y_train, "
+            "return_inverse=True), then y_test = np.searchsorted(classes, y_test)")
+
+
 def _labels(y: np.ndarray, key: str, n: int, n_train: int) -> np.ndarray:
     """`n` integer labels as int64. Every class 0..K-1 needs a training image, so a label must be
     below `n_train` (the training images' count); checked before the cast, which would wrap a
     uint64 label of 2**63 or more to a negative one."""
     if not np.issubdtype(y.dtype, np.integer) or y.shape != (n,):
-        raise ValueError(f"{key} is {y.dtype} {y.shape}, expected {n} integer labels")
+        raise ValueError(f"{key} is {y.dtype} {y.shape}, expected {n} integer labels; "
+                         f"{_labels_fix(y, key, n)}")
     if n and y.min() < 0:
         raise ValueError(f"{key} has negative labels; labels run 0..K-1")
     if n and int(y.max()) >= n_train:
