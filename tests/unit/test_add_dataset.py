@@ -398,3 +398,10 @@ def test_the_next_step_for_params_yaml_here_needs_no_configfile(tmp_path: Path) 
     other = tmp_path / "o3.yaml"
     assert add_dataset.next_step("mine", other) == (
         f"snakemake -n --configfile {other} -- results/tables/mine.tex")
+
+
+def test_the_next_step_quotes_a_path_with_a_space(tmp_path: Path) -> None:
+    """Before: `--configfile /x/my params.yaml`, which the shell splits in two."""
+    other = tmp_path / "my params.yaml"
+    assert add_dataset.next_step("mine", other) == (
+        f"snakemake -n --configfile '{other}' -- results/tables/mine.tex")

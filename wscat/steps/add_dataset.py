@@ -17,6 +17,7 @@ import errno
 import math
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -423,7 +424,7 @@ def run(params_file: Path, name: str, npz: Path, out: Path | None = None) -> Pat
 def next_step(name: str, written: Path) -> str:
     """The dry run to try next: Snakemake reads ./params.yaml unless given `--configfile`."""
     here = _same_file(written, Path("params.yaml"))
-    configfile = "" if here else f" --configfile {written}"
+    configfile = "" if here else f" --configfile {shlex.quote(str(written))}"  # to paste
     return f"snakemake -n{configfile} -- results/tables/{name}.tex"
 
 
