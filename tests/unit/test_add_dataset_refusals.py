@@ -249,6 +249,17 @@ def test_three_classes_numbered_apart_are_called_three(tmp_path: Path,
     assert "needs at least 4" in line and "renumber" not in line, line
 
 
+@pytest.mark.parametrize("command", [add, split_setup], ids=["add-dataset", "split"])
+def test_a_truncated_npz_is_called_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             command) -> None:
+    """An interrupted copy: before, only `BadZipFile: File is not a zip file`, of a file that
+    np.load had just recognised as one by its header."""
+    work, npz = work_with(tmp_path, **arrays())
+    npz.write_bytes(npz.read_bytes()[:20000])
+    line = one_line_error(command(work, npz), "its end is missing or damaged", work, capsys)
+    assert "copy or save it again" in line, line
+
+
 # --- 5. a name of the form the paper section generates -----------------------------------------
 
 @pytest.mark.parametrize("name, form", [

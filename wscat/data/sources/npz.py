@@ -152,7 +152,8 @@ class Npz:
         if is_npy(path):  # np.load would return its one array, not an archive of named arrays
             raise DatasetUnavailable(f"dataset '{name}': {npy_line(path)}")
         try:
-            with np.load(path, allow_pickle=False) as data:
+            # np.load opens no file of its own: one it opened stays open when the zip is cut short
+            with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as data:
                 absent = [key for key in KEYS if key not in data.files]
                 # No test part at all: datasets.<name>.test_fraction holds one out (wscat split).
                 no_test = set(absent) == set(TEST_KEYS)
@@ -187,7 +188,12 @@ class Npz:
         except _Refused as error:
             raise DatasetUnavailable(f"dataset '{name}': {path} is not a usable npz dataset: "
                                      f"{error}") from error
-        except (OSError, EOFError, zipfile.BadZipFile, ValueError, TypeError) as error:
+        except zipfile.BadZipFile as error:  # np.load saw the zip header: the rest is missing
+            raise DatasetUnavailable(f"dataset '{name}': {path} is not a usable npz dataset: it "
+                                     "starts as a zip archive but its end is missing or damaged "
+                                     f"({error}), as after an interrupted copy or save; copy or "
+                                     "save it again") from error
+        except (OSError, EOFError, ValueError, TypeError) as error:
             raise DatasetUnavailable(f"dataset '{name}': {path} is not a usable npz dataset "
                                      f"({npz_problem(error, path)})") from error
         import torch
