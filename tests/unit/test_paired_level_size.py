@@ -29,8 +29,8 @@ def test_the_demos_size_keeps_its_rates() -> None:
 def test_the_proxys_size_quotes_its_own_rates() -> None:
     text = markdown.how_to_read({**ROW, "n_images": 1000}, "WSCAT")
     assert "6-7%" not in text
-    assert "simulated on 1000 test images: at most 4.4% of equal pairs" in text
-    assert "collapses it can call up to 26% of equal pairs different" in text
+    assert "simulated on 1000 test images: at most 4.04% of equal pairs" in text
+    assert "collapses it can call up to 27% of equal pairs different" in text
 
 
 def test_a_size_never_simulated_says_so() -> None:
