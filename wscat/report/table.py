@@ -127,8 +127,25 @@ def _frame(datas: list[tuple[Path, dict]]) -> pd.DataFrame:
                              f"{name.replace('_', ' ')} ({check.get('detail', '')}).")
     frame = pd.DataFrame.from_records(records, columns=["method", "seed", "metric", "value"])
     frame.attrs.update(dataset=setting[0], model=setting[1], metrics=METRICS + extras,
-                       notes=notes + _attack_notes([d for _, d in datas], extras))
+                       notes=notes + _attack_notes([d for _, d in datas], extras)
+                       + _partial_extras(datas, extras))
     return frame
+
+
+def _partial_extras(datas: list[tuple[Path, dict]], extras: list[str]) -> list[str]:
+    """A note per extra row (AA-paper, NRF) that some runs have and others lack: its row is shown
+    only when every run has it, so a missing extra file would drop it without a word."""
+    notes = []
+    for metric in EXTRA_METRICS:
+        lacking = [d for _, d in datas if metric not in d["accuracy"]]
+        if metric in extras or len(lacking) == len(datas):
+            continue
+        first = lacking[0]
+        have = "has" if len(lacking) == 1 else "have"
+        notes.append(f"{metric}: not shown, since {len(lacking)} of the {len(datas)} runs {have} no "
+                     f"{metric} accuracy (e.g. {first['method']} seed {first['seed']}); evaluate "
+                     "their extra part (`wscat evaluate --part extra`) to show it.")
+    return notes
 
 
 def read_runs(metrics_files: Iterable[Path]) -> list[tuple[Path, dict]]:
