@@ -1,6 +1,6 @@
 """`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, export, analyse,
 list-experiments, and the paper's tables and figures (paper-table, paper-compare, paper-figure,
-paper-index, curves, validate).
+paper-index, robustness-curves, curves, validate).
 Bad input, an unwritable output, Ctrl-C or SIGTERM: one line, exit 2 (130 for Ctrl-C, 143 for
 SIGTERM, each leaving nothing half-written); an unexpected error: one line, exit 1, its traceback
 with --debug or WSCAT_DEBUG=1."""
@@ -349,6 +349,19 @@ def _paper_figure(args: argparse.Namespace, params: Params) -> None:
                      out=args.out)
 
 
+def _robustness_curves_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p, "experiment")
+    p.add_argument("--out", type=Path, required=True, help="output path without extension")
+    p.add_argument("--results", default="results", help="the results folder (default: results)")
+
+
+def _robustness_curves(args: argparse.Namespace, params: Params) -> None:
+    from wscat.steps import paper
+
+    paper.run_robustness_curves(params, experiment=args.experiment, results=args.results,
+                                out=args.out)
+
+
 def _paper_index_arguments(p: argparse.ArgumentParser) -> None:
     _common(p, "tier")
     p.add_argument("--out", type=Path, required=True, help="the index to write (index.md)")
@@ -458,6 +471,9 @@ COMMANDS: dict[str, Command] = {
                             _paper_figure_arguments, _paper_figure),
     "paper-index": Command("index.md of a tier's tables and figures",
                            _paper_index_arguments, _paper_index),
+    "robustness-curves": Command("an experiment's robustness curves (.pdf, .png, .csv): PGD "
+                                 "accuracy against eps and steps, from its runs' extra metrics",
+                                 _robustness_curves_arguments, _robustness_curves),
     "curves": Command("training curves of one run (.pdf, .png)", _curves_arguments, _curves),
     "validate": Command("natural and PGD accuracy on the validation set (Fig-beta's tuning rule)",
                         _validate_arguments, _validate),
@@ -544,6 +560,7 @@ def _curves_outputs(out: Path) -> list[Path]:
 DERIVED_OUTPUTS: dict[str, Callable[[Path], list[Path]]] = {
     "export": lambda out: [out, out.with_suffix(".pt")],
     "paper-figure": lambda out: [out.with_suffix(f".{ext}") for ext in ("pdf", "png", "csv")],
+    "robustness-curves": lambda out: [out.with_suffix(f".{ext}") for ext in ("pdf", "png", "csv")],
     "curves": _curves_outputs,
 }
 

@@ -38,6 +38,10 @@ TABLE = "results/tables/{experiment}"
 TABLE_TEX, TABLE_CSV, TABLE_MD = TABLE + ".tex", TABLE + ".csv", TABLE + ".md"
 PAIRED_TEX, PAIRED_CSV = TABLE + "-paired.tex", TABLE + "-paired.csv"  # against WSCAT
 SUMMARY = "results/metrics/{experiment}.json"
+# An experiment's robustness curves (wscat.report.robustness_figure): its runs' PGD accuracy
+# against eps and steps, from their extra metrics files (`wscat robustness-curves`).
+ROBUSTNESS = "results/robustness-curves/{experiment}"
+ROBUSTNESS_PDF, ROBUSTNESS_PNG = ROBUSTNESS + ".pdf", ROBUSTNESS + ".png"
 
 PAPER = "results/paper/{tier}"  # a tier's tables, companions, figures and index.md
 PAPER_TABLE = PAPER + "/{label}"

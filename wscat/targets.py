@@ -99,3 +99,24 @@ def table_experiment(params: dict[str, Any], experiment: str) -> dict[str, Any]:
                           f"in params.yaml); its table is {', '.join(experiment_targets(params, experiment))}"
                           f" (snakemake {rule_name('table', experiment)})")
     return spec
+
+
+def robustness_experiment(params: dict[str, Any], experiment: str) -> dict[str, Any]:
+    """The experiment behind results/robustness-curves/{experiment}.* (any experiment, `table:
+    false` too); one line naming the experiments when there is none (a typo)."""
+    spec = params["experiments"].get(experiment)
+    if spec is None:
+        raise ConfigError(f"no experiment '{experiment}' in params.yaml, so no "
+                          f"{paths.fill(paths.ROBUSTNESS, experiment=experiment)}.*; experiments: "
+                          f"{', '.join(params['experiments'])}")
+    return spec
+
+
+def robustness_inputs(params: dict[str, Any], experiment: str, root: str = paths.RESULTS
+                      ) -> list[str]:
+    """What an experiment's robustness curves read: each run's core metrics file, then its extra
+    one, whose gradient-masking checks hold the curves (checked against the core one, as for a
+    paper tier's figure)."""
+    robustness_experiment(params, experiment)
+    return [path for run in paper.experiment_runs(params, experiment)
+            for path in run.evaluated(root)]

@@ -87,3 +87,76 @@ def test_every_tier_has_the_figure_from_its_performance_tables_extra_files() -> 
         assert paper.figure_inputs(params, tier, figure.NAME) == [
             path for entry in params["paper"][tier]["datasets"]
             for path in paper.table_inputs(params, tier, entry["performance"]["label"])]
+
+
+def _demo_results(root: Path) -> tuple[dict, str, list]:
+    """The real params, the demo's experiment, and under `root` a core and an extra metrics file
+    for each of its runs (only what the figure reads; each run's numbers its own)."""
+    from tests.workflow.test_workflow import real_params
+    from wscat.config import validate_params
+    from wscat.report import paper
+    from wscat.targets import default_experiment
+
+    params = validate_params(real_params())
+    demo = default_experiment(params)
+    runs = paper.experiment_runs(params, demo)
+    for i, run in enumerate(runs):
+        names = {"dataset": run.dataset, "model": run.model, "method": run.method,
+                 "seed": run.seed}
+        core = Path(run.metrics(str(root)))
+        core.parent.mkdir(parents=True, exist_ok=True)
+        core.write_text(json.dumps({**names, "accuracy": dict.fromkeys(
+            ("Natural", "FGSM", "PGD", "CW", "AA", "Mean"), 30.0)}))
+        extra = _extra(Path(run.extra(str(root))), [90.0 - i, 40.0 - i, 30.0 - i, 5.0],
+                       [35.0 - i, 32.0 - i, 30.0 - i, 29.0 - i], eps=[0.0, 0.075, 0.15, 0.3])
+        extra.write_text(json.dumps({**names, "part": "extra", "accuracy": {"NRF": 30.0},
+                                     **json.loads(extra.read_text())}))
+    return params, demo, runs
+
+
+def test_the_demo_s_figure_draws_every_run_of_its_table(tmp_path: Path) -> None:
+    """`wscat robustness-curves --experiment digits` (`make robustness-demo`): every run of the
+    demo's table, each with the numbers of its own extra file, on the demo's dataset."""
+    from wscat import paths, targets
+    from wscat.report.names import display_name
+    from wscat.steps.paper import run_robustness_curves
+
+    root = tmp_path / "results"
+    params, demo, runs = _demo_results(root)
+    assert demo == "digits" and len(runs) == 15  # 5 methods x 3 seeds
+    assert paths.fill(paths.ROBUSTNESS_PNG, experiment=demo) == "results/robustness-curves/digits.png"
+    # what the rule waits for: each run's core file, then its extra file
+    assert targets.robustness_inputs(params, demo, str(root)) == [
+        path for run in runs for path in (run.metrics(str(root)), run.extra(str(root)))]
+    run_robustness_curves(params, experiment=demo, results=str(root), out=tmp_path / "curves")
+    assert (tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
+    assert (tmp_path / "curves.pdf").read_bytes().startswith(b"%PDF")
+    with open(tmp_path / "curves.csv", newline="") as handle:
+        written = list(csv.DictReader(handle))
+    assert {row["dataset"] for row in written} == {"digits"}
+    for run in runs:
+        checks = json.loads(Path(run.extra(str(root))).read_text())["checks"]
+        mine = [(row["panel"], float(row["x"]), float(row["accuracy"])) for row in written
+                if (row["method"], int(row["seed"])) == (display_name(run.method), run.seed)]
+        assert mine == [(key, x, a) for check, key in (("pgd_eps_monotone", "eps"),
+                                                       ("pgd_steps_monotone", "steps"))
+                        for x, a in zip(checks[check][key], checks[check]["accuracy"])]
+    assert len(written) == len(runs) * 8
+
+
+def test_the_demo_s_figure_names_a_missing_extra_file_and_its_target(tmp_path: Path) -> None:
+    from wscat.config import ConfigError
+    from wscat.steps.paper import run_robustness_curves
+
+    root = tmp_path / "results"
+    params, demo, runs = _demo_results(root)
+    missing = runs[-1].extra(str(root))
+    Path(missing).unlink()
+    with pytest.raises(ValueError, match=rf"{missing}: not found; make it first: `snakemake -- "
+                                         rf"{runs[-1].extra()}`"):
+        run_robustness_curves(params, experiment=demo, results=str(root), out=tmp_path / "c")
+    with pytest.raises(ConfigError, match=r"no experiment 'digit' in params\.yaml, so no "
+                                          r"results/robustness-curves/digit\.\*; experiments: "
+                                          r"digits, digits-fresh"):
+        run_robustness_curves(params, experiment="digit", results=str(root), out=tmp_path / "c")
+    assert not list(tmp_path.glob("c.*"))

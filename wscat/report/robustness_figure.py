@@ -6,7 +6,8 @@ metrics file, `checks.pgd_eps_monotone` and `checks.pgd_steps_monotone`: PGD at
 evaluation's accuracy falls towards 0 as eps grows and levels off as the steps grow; a masked
 gradient keeps it up at large eps, and a curve still falling at the most steps says the table's
 PGD has not converged. Not one of the paper's figures: every paper tier has it, from the runs of
-its Table 2 (`results/paper/{tier}/robustness-curves.*`)."""
+its Table 2 (`results/paper/{tier}/robustness-curves.*`), and so has every experiment, from its
+own runs (`results/robustness-curves/{experiment}.*`: the demo's is `make robustness-demo`)."""
 from __future__ import annotations
 
 import json
@@ -138,3 +139,17 @@ def tier_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> N
         budgets[entry["name"]] = (params["datasets"][entry["dataset"]]["eps"],
                                   params["evaluation"]["pgd_steps"])
     robustness_figure(plotted, prefix, budgets)
+
+
+def experiment_figure(params: dict[str, Any], experiment: str, root: str, prefix: Path) -> None:
+    """The figure of one experiment (`wscat robustness-curves`): one row, every run of its table
+    (or, for an experiment with `table: false`, of the paper table it fills)."""
+    from wscat.report import paper
+    from wscat.report.names import display_name
+
+    dataset = paper.experiment(params, experiment)["dataset"]
+    runs = paper.experiment_runs(params, experiment)
+    extras = {(run.method, run.seed): Path(run.extra(root)) for run in runs}
+    plotted = rows(extras, {run.method: display_name(run.method) for run in runs}, dataset)
+    robustness_figure(plotted, prefix, {dataset: (params["datasets"][dataset]["eps"],
+                                                  params["evaluation"]["pgd_steps"])})

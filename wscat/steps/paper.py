@@ -1,5 +1,6 @@
 """The paper's tables and figures of a tier (`wscat paper-table`, `paper-compare`,
-`paper-figure`, `paper-index`) and a run's training curves (`wscat curves`)."""
+`paper-figure`, `paper-index`), an experiment's robustness curves (`wscat robustness-curves`)
+and a run's training curves (`wscat curves`)."""
 from __future__ import annotations
 
 import csv
@@ -200,6 +201,19 @@ def run_figure(params: dict[str, Any], *, tier: str, figure: str, results: str, 
         robustness_figure.tier_figure(params, tier, results, out)
     else:
         figures.feature_figure(params, tier, results, out)
+
+
+def run_robustness_curves(params: dict[str, Any], *, experiment: str, results: str, out: Path
+                          ) -> None:
+    """An experiment's robustness curves (.pdf, .png, .csv; wscat.report.robustness_figure),
+    from its runs' metrics files: each there and of the params' settings, as a tier's figure."""
+    from wscat.report import robustness_figure
+    from wscat.targets import robustness_inputs
+
+    files = robustness_inputs(params, experiment, results)
+    require(files)
+    check_metrics(params, files)
+    robustness_figure.experiment_figure(params, experiment, results, out)
 
 
 def run_index(params: dict[str, Any], *, tier: str, results: str, out: Path) -> None:
