@@ -50,6 +50,7 @@ localrules:
     paper_compare,
     paper_index,
     curves,
+    robustness_curves,
 
 
 rule demo:

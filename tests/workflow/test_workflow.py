@@ -152,6 +152,29 @@ def test_bad_params_stop_the_dry_run_with_one_line(tmp_path: Path, env: dict[str
     assert "Traceback" not in result.stdout + result.stderr
 
 
+def test_the_demo_s_robustness_curves_add_only_its_extras_and_the_figure(tmp_path: Path,
+                                                                         env: dict[str, str]) -> None:
+    """`make robustness-demo`'s Snakemake target: beside the demo's table it adds one extra
+    evaluation per run of the demo (AA-paper, NRF, the masking checks) and the figure, nothing
+    else (no training, no core evaluation); a typo in the experiment is one line."""
+    workdir = copy_workflow(tmp_path, real_params())
+    figure = "results/robustness-curves/digits.png"
+    counts = {}
+    for name, targets in (("demo", [README_LINE[-1]]), ("both", [README_LINE[-1], figure])):
+        result = run([str(BIN / "snakemake"), "-n", "--", *targets], workdir, env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        counts[name] = Counter(job_counts(result.stdout))
+    demo = real_params()["experiments"]["digits"]
+    assert counts["both"] - counts["demo"] == Counter(
+        evaluate_extra=len(demo["methods"]) * len(demo["seeds"]), robustness_curves=1)
+    assert counts["demo"] - counts["both"] == Counter()
+    typo = run([str(BIN / "snakemake"), "-n", "--", "results/robustness-curves/digit.png"],
+               workdir, env)
+    lines = typo.stderr.strip().splitlines()
+    assert typo.returncode == 2 and len(lines) == 1, typo.stderr[-3000:]
+    assert "no experiment 'digit' in params.yaml" in lines[0] and "digits-fresh" in lines[0]
+
+
 # --- fast: dvc.yaml is generated from the DAG ---------------------------------------------------
 
 @pytest.mark.slow
@@ -315,6 +338,40 @@ def test_readme_line_starts_the_longest_chains_first(tiny_run) -> None:
     assert priorities == sorted(priorities, reverse=True), ranked
     # split, labeler, pseudo-labels, on them, other trainings, robust attacks, natural attacks
     assert len(set(priorities)) == 7, ranked
+
+
+@pytest.mark.slow
+def test_the_demo_s_robustness_curves_after_it_run_only_the_extras_and_the_figure(
+        tiny_run, env: dict[str, str]) -> None:
+    """After the demo (the README line), `make robustness-demo`'s target evaluates each run's
+    extras and draws them, retraining and re-attacking nothing: the figure's numbers are those
+    of each run's extra metrics file (its gradient-masking checks)."""
+    from wscat.report import paper
+    from wscat.report.names import display_name
+
+    workdir, result = tiny_run
+    assert result.returncode == 0, "the README line failed; see test_readme_line_builds_the_table"
+    figure = ["snakemake", "--cores", "1", "--", "results/robustness-curves/digits.png"]
+    dry = run(["snakemake", "-n", *figure[1:]], workdir, env)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    demo = tiny_params()["experiments"]["digits"]
+    assert job_counts(dry.stdout) == {"evaluate_extra": len(demo["methods"]) * len(demo["seeds"]),
+                                      "robustness_curves": 1}, dry.stdout[-3000:]
+    done = run(figure, workdir, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for ext in ("pdf", "png", "csv"):
+        assert (workdir / f"results/robustness-curves/digits.{ext}").stat().st_size > 80, ext
+    with open(workdir / "results/robustness-curves/digits.csv", newline="") as handle:
+        written = list(csv.DictReader(handle))
+    for run_ in paper.experiment_runs(tiny_params(), "digits"):
+        checks = json.loads((workdir / run_.extra()).read_text())["checks"]
+        mine = [(row["panel"], float(row["x"]), float(row["accuracy"])) for row in written
+                if (row["method"], int(row["seed"])) == (display_name(run_.method), run_.seed)]
+        assert mine == [(key, x, a) for check, key in (("pgd_eps_monotone", "eps"),
+                                                       ("pgd_steps_monotone", "steps"))
+                        for x, a in zip(checks[check][key], checks[check]["accuracy"])]
+    again = run(["snakemake", "-n", *figure[1:]], workdir, env)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-2000:]
 
 
 @pytest.mark.slow

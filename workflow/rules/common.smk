@@ -146,6 +146,22 @@ def get_experiment_metrics(wildcards):
     )
 
 
+@or_stop
+def get_robustness_experiment(wildcards):
+    """Any experiment (its robustness curves); an unknown one: one line listing them."""
+    return targets.robustness_experiment(config, wildcards.experiment)
+
+
+@or_stop
+def get_robustness_inputs(wildcards):
+    """Both metrics files of each of an experiment's runs: its robustness curves draw the extras."""
+    return targets.robustness_inputs(config, wildcards.experiment)
+
+
+def get_robustness_params(wildcards):
+    return wf.to_json(get_robustness_experiment(wildcards))
+
+
 # --- split, train, pseudo-label, evaluate ---------------------------------------------------
 
 

@@ -60,3 +60,30 @@ rule curves:
         "wscat curves --train-log {input} --out {params.prefix}"
         " --title '{wildcards.dataset} / {wildcards.model} / {wildcards.method} / seed {wildcards.seed}'"
         " > {log} 2>&1"
+
+
+rule robustness_curves:
+    """An experiment's robustness curves: PGD accuracy against eps and steps, every run (the
+    numbers of the gradient-masking checks in its extra metrics file), beside its table."""
+    input:
+        get_robustness_inputs,
+    output:
+        pdf=paths.ROBUSTNESS_PDF,
+        png=report(
+            paths.ROBUSTNESS_PNG,
+            caption="../report/robustness_curves.rst",
+            category="Robustness curves",
+            labels={"experiment": "{experiment}"},
+        ),
+    log:
+        paths.log("robustness_curves", "{experiment}"),
+    conda:
+        "../envs/wscat.yaml"
+    threads: 1
+    params:
+        params_file=PARAMS,
+        experiment=get_robustness_params,
+        prefix=lambda wildcards, output: output.pdf[: -len(".pdf")],
+    shell:
+        "wscat robustness-curves --params {params.params_file} --experiment {wildcards.experiment}"
+        " --out {params.prefix} > {log} 2>&1"
