@@ -1,4 +1,4 @@
-# make help | venv | lock | demo | table2-digits | ablation-digits | paper-digits |
+# make help | venv | lock | demo | robustness-demo | table2-digits | ablation-digits | paper-digits |
 # fresh-seeds-digits | readme | rulegraph | report | test | test-fast | test-slurm | clean
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -30,12 +30,15 @@ DVC_CHECK = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; \
 DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; \
 	$(VENV)/bin/dvc commit --force
 
-.PHONY: help venv demo table2-digits ablation-digits paper-digits fresh-seeds-digits readme report \
-	test test-fast test-slurm clean
+.PHONY: help venv demo robustness-demo table2-digits ablation-digits paper-digits \
+	fresh-seeds-digits readme report test test-fast test-slurm clean
 
 help:
 	@echo "make demo                the demo: Standard, TRADES, MT, RST and WSCAT on the embedded digits,"
 	@echo "                         3 seeds (about 8-12 min on 2 cores, venv included): results/tables/digits.md"
+	@echo "make robustness-demo     the demo, then its runs' robustness curves (PGD accuracy against"
+	@echo "                         eps and steps; after make demo about 3 min):"
+	@echo "                         results/robustness-curves/digits.png"
 	@echo "make test                the test suite (about 10 min on 2 cores)"
 	@echo "make test-fast           the tests not marked slow (about 3 min)"
 	@echo "make table2-digits       the paper's Table 2 on digits (nine methods)"
@@ -95,6 +98,16 @@ demo: venv
 	@echo "make demo: the table is results/tables/digits.md (.tex, .csv beside it), the paired" \
 	    "comparison with WSCAT results/tables/digits-paired.csv; the README's section \"The demo\"" \
 	    "says how to read it"
+
+# The robustness curves of the demo's runs (Carlini et al.'s curves beside its table: PGD accuracy
+# against eps and against the steps, the numbers of the gradient-masking checks): after `make demo`
+# only the extra evaluation of each of its 15 runs (AA-paper, NRF, the checks; the paper targets
+# reuse them) and the figure (docs/evaluation.md, "Gradient-masking checks").
+ROBUSTNESS_DEMO := results/robustness-curves/digits
+robustness-demo: demo
+	$(SNAKEMAKE) $(ROBUSTNESS_DEMO).png
+	@echo "make robustness-demo: the curves are $(ROBUSTNESS_DEMO).png (.pdf, .csv beside it);" \
+	    "docs/evaluation.md, \"Gradient-masking checks\", says how to read them"
 
 # The longer digits targets (docs/digits-tier.md, "Longer targets"): the nine-method Table 2
 # (the digits tier's Tab-RQ1-digits, the one Table 2: with AA-paper and NRF), the ablation

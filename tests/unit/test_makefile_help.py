@@ -72,3 +72,32 @@ def test_make_demo_checks_dvc_yaml_before_any_job(tmp_path: Path) -> None:
         else:
             assert done.returncode == 0, done.stderr
             assert [c.split()[0] for c in calls] == ["python", "snakemake", "dvc"], calls
+
+
+def test_make_robustness_demo_runs_the_demo_then_only_its_curves(tmp_path: Path) -> None:
+    """`make robustness-demo`: `make demo` as it is (its one Snakemake target, the table), then one
+    Snakemake call for the robustness curves of the demo's own experiment, so that after `make
+    demo` only their extra evaluations and the figure run; it ends by naming the figure."""
+    import yaml
+
+    from wscat import paths
+    from wscat.targets import default_experiment
+
+    calls = {}
+    for target in ("demo", "robustness-demo"):
+        folder = tmp_path / target
+        folder.mkdir()
+        log = _fake_tools(folder, 0)
+        done = subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed",
+                               target], cwd=folder, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        calls[target] = log.read_text().splitlines()
+    demo = calls["demo"]
+    assert [c for c in demo if c.startswith("snakemake")] == [
+        "snakemake --cores 2 -- results/tables/digits.tex"], demo
+    figure = paths.fill(paths.ROBUSTNESS_PNG, experiment=default_experiment(
+        yaml.safe_load((ROOT / "params.yaml").read_text())))
+    assert figure == "results/robustness-curves/digits.png"
+    assert calls["robustness-demo"] == [*demo, f"snakemake --cores 2 -- {figure}"]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"make robustness-demo: the curves are {figure}"), done.stdout
