@@ -225,7 +225,7 @@ def test_add_dataset_refuses_bad_input_and_writes_nothing(tmp_path: Path,
     write_npz(workdir / "toy.npz")
     x = np.random.default_rng(0).integers(0, 256, (30, 8, 8, 1), dtype=np.uint8)
     np.savez(workdir / "floats.npz", x_train=x.astype(np.float32), y_train=np.arange(30) % 4)
-    np.savez(workdir / "gap.npz", x_train=x, y_train=np.array([0, 2, 3])[np.arange(30) % 3])
+    np.savez(workdir / "gap.npz", x_train=x, y_train=np.array([0, 2, 3, 4])[np.arange(30) % 4])
     np.savez(workdir / "three.npz", x_train=x, y_train=np.arange(30) % 3)
     np.savez(workdir / "unit.npz", x_train=(np.arange(30 * 64) % 2).astype(np.uint8).reshape(
         30, 8, 8, 1), y_train=np.arange(30) % 4)
