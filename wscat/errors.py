@@ -115,6 +115,7 @@ _NAMED_TARGET = re.compile(r"(table|paper)_\w+")
 # A target whose recipe runs Snakemake, after other lines or not (`demo` checks dvc.yaml first).
 _MAKE_TARGET = re.compile(r"^([a-z0-9][a-z0-9-]*):[^=\n]*\n(?:\t(?!\$\(SNAKEMAKE\)).*\n)*"
                           r"\t\$\(SNAKEMAKE\) (.+)$", re.M)
+_MAKE_VARIABLE = re.compile(r"^([A-Za-z_]\w*)[ \t]*:?=[ \t]*(\S[^\n]*?)[ \t]*$", re.M)
 _LIST_TARGETS = ("`snakemake --list-target-rules` lists the named targets, and "
                  "results/tables/EXPERIMENT.tex (experiments: `wscat list-experiments`) is the "
                  "usual file target")
@@ -128,7 +129,15 @@ def make_targets(makefile: str = "Makefile") -> dict[str, list[str]]:
             text = handle.read()
     except (OSError, UnicodeDecodeError):
         return {}
-    return {match.group(1): match.group(2).split() for match in _MAKE_TARGET.finditer(text)}
+    # `robustness-demo` asks for `$(ROBUSTNESS_DEMO).png`: its plain variables (`NAME := value`,
+    # `NAME = value`, as set in the Makefile) are expanded, so the line names the file.
+    variables = dict(_MAKE_VARIABLE.findall(text))
+
+    def expand(files: str) -> list[str]:
+        return re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), m.group(0)),
+                      files).split()
+
+    return {match.group(1): expand(match.group(2)) for match in _MAKE_TARGET.finditer(text)}
 
 
 def _no_such_target(target: str, names: set[str]) -> str:

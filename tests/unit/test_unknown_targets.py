@@ -81,3 +81,18 @@ def test_the_makefile_targets_are_read_from_the_makefile() -> None:
     assert targets["demo"] == ["results/tables/digits.tex"]
     assert "venv" not in targets and "test" not in targets
     assert errors.make_targets(str(ROOT / "no-such-Makefile")) == {}
+
+
+def test_a_makefile_variable_in_a_target_is_expanded() -> None:
+    """`robustness-demo` asks for `$(ROBUSTNESS_DEMO).png`: the line names the file, not the
+    variable (`snakemake -- $(ROBUSTNESS_DEMO).png` is no path: the shell runs a command)."""
+    targets = make_targets(str(ROOT / "Makefile"))
+    assert targets["robustness-demo"] == ["results/robustness-curves/digits.png"], targets
+    assert not any("$" in file for files in targets.values() for file in files), targets
+
+
+def test_the_makefile_variables_of_a_target_are_read_from_its_makefile(tmp_path: Path) -> None:
+    makefile = tmp_path / "Makefile"
+    makefile.write_text("OUT := results/x\nDIR = results\n"
+                        "x:\n\t$(SNAKEMAKE) $(OUT).png $(DIR)/y.tex\n")
+    assert make_targets(str(makefile)) == {"x": ["results/x.png", "results/y.tex"]}
