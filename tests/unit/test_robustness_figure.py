@@ -155,6 +155,13 @@ def test_the_demo_s_figure_names_a_missing_extra_file_and_its_target(tmp_path: P
     with pytest.raises(ValueError, match=rf"{missing}: not found; make it first: `snakemake -- "
                                          rf"{runs[-1].extra()}`"):
         run_robustness_curves(params, experiment=demo, results=str(root), out=tmp_path / "c")
+    # what makes every input is the figure's own target, not a paper tier's (the experiment may
+    # be in no tier, and `wscat robustness-curves` names an experiment, not a tier)
+    with pytest.raises(ValueError) as refused:
+        run_robustness_curves(params, experiment=demo, results=str(root), out=tmp_path / "c")
+    assert str(refused.value).endswith(
+        "; `snakemake -- results/robustness-curves/digits.png` makes every input)"), refused.value
+    assert "tier" not in str(refused.value), refused.value
     with pytest.raises(ConfigError, match=r"no experiment 'digit' in params\.yaml, so no "
                                           r"results/robustness-curves/digit\.\*; experiments: "
                                           r"digits, digits-fresh"):

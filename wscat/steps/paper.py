@@ -53,22 +53,23 @@ def run_of(path: str) -> paths.Run | None:
     return paths.Run(fields["dataset"], fields["model"], fields["method"], int(fields["seed"]))
 
 
-def missing_input(path: str) -> str:
-    """The line for an input that is not there: which Snakemake target (and wscat step) makes it."""
+def missing_input(path: str, whole: str = "the tier's Snakemake target") -> str:
+    """The line for an input that is not there: which Snakemake target (and wscat step) makes it,
+    and `whole`, what makes every input (a tier's target; an experiment's figure: its own)."""
     found = made_by(path)
     if found is None:
-        return f"{path}: not found; make it first (the tier's Snakemake target makes every input)"
+        return f"{path}: not found; make it first ({whole} makes every input)"
     pattern, step, fields = found
     target = pattern.format(**fields)
     return (f"{path}: not found; make it first: `snakemake -- {target}` (its rule runs `{step}`; "
-            "the tier's Snakemake target makes every input)")
+            f"{whole} makes every input)")
 
 
-def require(files: list[str]) -> None:
+def require(files: list[str], whole: str = "the tier's Snakemake target") -> None:
     """Refuse, in one line saying what makes it, the first of `files` that is missing."""
     for path in files:
         if not os.path.exists(path):
-            raise ValueError(missing_input(path))
+            raise ValueError(missing_input(path, whole))
 
 
 def check_metrics(params: dict[str, Any], files: list[str]) -> None:
@@ -211,7 +212,7 @@ def run_robustness_curves(params: dict[str, Any], *, experiment: str, results: s
     from wscat.targets import robustness_inputs
 
     files = robustness_inputs(params, experiment, results)
-    require(files)
+    require(files, f"`snakemake -- {paths.fill(paths.ROBUSTNESS_PNG, experiment=experiment)}`")
     check_metrics(params, files)
     robustness_figure.experiment_figure(params, experiment, results, out)
 
