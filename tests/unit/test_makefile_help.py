@@ -101,3 +101,25 @@ def test_make_robustness_demo_runs_the_demo_then_only_its_curves(tmp_path: Path)
     assert calls["robustness-demo"] == [*demo, f"snakemake --cores 2 -- {figure}"]
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith(f"make robustness-demo: the curves are {figure}"), done.stdout
+
+
+def test_make_report_adds_the_robustness_curves_once_drawn(tmp_path: Path) -> None:
+    """`make report` reports the demo's table; after `make robustness-demo` (its figure on disk)
+    the figure too, and never asks Snakemake for a figure not drawn (a report of a missing file
+    would run its jobs or stop)."""
+    figure = "results/robustness-curves/digits.png"
+    reports = []
+    for drawn in (False, True):
+        folder = tmp_path / str(drawn)
+        folder.mkdir()
+        log = _fake_tools(folder, 0)
+        if drawn:
+            (folder / figure).parent.mkdir(parents=True)
+            (folder / figure).write_bytes(b"\x89PNG")
+        done = subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed",
+                               "report"], cwd=folder, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        reports += [c for c in log.read_text().splitlines() if "--report" in c]
+    assert reports == [
+        "snakemake --report results/report.html -- results/tables/digits.tex",
+        f"snakemake --report results/report.html -- results/tables/digits.tex {figure}"], reports
