@@ -19,6 +19,7 @@ import jsonschema
 import yaml
 
 from wscat import own_method
+from wscat.paths import PAIRED
 from wscat.file_kinds import check_input_kind
 from wscat.schema_messages import close_key, schema_message
 from wscat.strict_yaml import DuplicateKeyError, StrictLoader
@@ -373,9 +374,6 @@ def _check_method(params: dict[str, Any], name: str, source: str = "params.yaml"
                 raise ConfigError(f"{source}, {where}: {own_error}") from own_error
         if key is not None:
             _VALID_METHODS.add(key)
-
-
-PAIRED = "-paired"  # results/tables/<experiment>-paired.*: the paired comparison (wscat.paths)
 
 
 def _check_references(params: dict[str, Any], source: str = "params.yaml") -> None:

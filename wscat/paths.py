@@ -36,7 +36,9 @@ CURVES_PDF, CURVES_PNG = CURVES + ".pdf", CURVES + ".png"
 
 TABLE = "results/tables/{experiment}"
 TABLE_TEX, TABLE_CSV, TABLE_MD = TABLE + ".tex", TABLE + ".csv", TABLE + ".md"
-PAIRED_TEX, PAIRED_CSV = TABLE + "-paired.tex", TABLE + "-paired.csv"  # against WSCAT
+# The paired comparison against WSCAT: so no experiment's name may end in PAIRED (wscat.config)
+PAIRED = "-paired"
+PAIRED_TEX, PAIRED_CSV = TABLE + PAIRED + ".tex", TABLE + PAIRED + ".csv"
 SUMMARY = "results/metrics/{experiment}.json"
 # An experiment's robustness curves (wscat.report.robustness_figure): its runs' PGD accuracy
 # against eps and steps, from their extra metrics files (`wscat robustness-curves`).

@@ -124,32 +124,35 @@ def robustness_figure(plotted: list[dict], prefix: Path,
     save(fig, prefix, plotted)
 
 
+def _experiment_rows(params: dict[str, Any], experiment: str, dataset: str, name: str,
+                     root: str) -> tuple[list[dict], tuple[float, int]]:
+    """The rows of every run of `experiment` (from its extra metrics files under `root`), named
+    `name`, and the budget its dotted lines mark: `dataset`'s eps and the table's PGD steps."""
+    from wscat.report import paper
+    from wscat.report.names import display_name
+
+    runs = paper.experiment_runs(params, experiment)
+    extras = {(run.method, run.seed): Path(run.extra(root)) for run in runs}
+    return (rows(extras, {run.method: display_name(run.method) for run in runs}, name),
+            (params["datasets"][dataset]["eps"], params["evaluation"]["pgd_steps"]))
+
+
 def tier_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> None:
     """The figure of a paper tier: a row per dataset, from the extra metrics files of every run
     of its performance table (Table 2 or 3 or 4), which that table reads too."""
     from wscat.report import paper
-    from wscat.report.names import display_name
 
     plotted, budgets = [], {}
     for entry in paper.tier_spec(params, tier)["datasets"]:
-        runs = paper.experiment_runs(params, entry["performance"]["experiment"])
-        extras = {(run.method, run.seed): Path(run.extra(root)) for run in runs}
-        plotted += rows(extras, {run.method: display_name(run.method) for run in runs},
-                        entry["name"])
-        budgets[entry["name"]] = (params["datasets"][entry["dataset"]]["eps"],
-                                  params["evaluation"]["pgd_steps"])
+        drawn, budgets[entry["name"]] = _experiment_rows(
+            params, entry["performance"]["experiment"], entry["dataset"], entry["name"], root)
+        plotted += drawn
     robustness_figure(plotted, prefix, budgets)
 
 
 def experiment_figure(params: dict[str, Any], experiment: str, root: str, prefix: Path) -> None:
     """The figure of one experiment (`wscat robustness-curves`): one row, every run of its table
     (or, for an experiment with `table: false`, of the paper table it fills)."""
-    from wscat.report import paper
-    from wscat.report.names import display_name
-
-    dataset = paper.experiment(params, experiment)["dataset"]
-    runs = paper.experiment_runs(params, experiment)
-    extras = {(run.method, run.seed): Path(run.extra(root)) for run in runs}
-    plotted = rows(extras, {run.method: display_name(run.method) for run in runs}, dataset)
-    robustness_figure(plotted, prefix, {dataset: (params["datasets"][dataset]["eps"],
-                                                  params["evaluation"]["pgd_steps"])})
+    dataset = params["experiments"][experiment]["dataset"]
+    plotted, budget = _experiment_rows(params, experiment, dataset, dataset, root)
+    robustness_figure(plotted, prefix, {dataset: budget})

@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 import yaml
 
-from wscat.config import PAIRED, ConfigError, load_params, method_for
+from wscat.config import ConfigError, load_params, method_for
 from wscat.data.split import held_out, validation_per_class
 from wscat.errors import OutputError
 from wscat.io import atomic_path
+from wscat.paths import PAIRED
 from wscat.sweeps import full_dataset, unlabelled_dataset
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]*$")  # the schema's name_key: a results/ path component
