@@ -126,8 +126,8 @@ def _level(k: int, n_images: object = SIMULATED_IMAGES) -> str:
         return ("With three seeds it holds 95% when seed effects are roughly normal; its rates "
                 f"were simulated on {' and '.join(map(str, LEVELS))} test images, not on "
                 f"{n_images}, and where one method's seed now and then collapses they grow with "
-                f"the test set ({LEVEL_COLLAPSE} on {SIMULATED_IMAGES}, {LEVELS[1000][1]} on "
-                f"1000; `benchmarks/paired_null.py --images {n_images} --shapes`, "
+                f"the test set ({', '.join(f'{c} on {n}' for n, (_, c) in LEVELS.items())}; "
+                f"`benchmarks/paired_null.py --images {n_images} --shapes`, "
                 "docs/evaluation.md).")
     wide = ": with two, t has one degree of freedom and the interval is very wide" if k == 2 else ""
     return (f"Its level is shown by simulation with three seeds (docs/evaluation.md), not with "
