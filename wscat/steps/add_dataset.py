@@ -69,7 +69,7 @@ def inspect(name: str, path: Path) -> NpzSummary:
     """Load `path` as the split step will (wscat.data.sources.npz) and check that a
     class-balanced split of it can be drawn; a problem raises one line saying what to fix."""
     from wscat.data.sources import check_dataset
-    from wscat.data.sources.npz import Npz
+    from wscat.data.sources.npz import RENUMBER, Npz
 
     if not path.is_file():
         raise FileNotFoundError(f"no file {path}; give the .npz to add")
@@ -104,9 +104,7 @@ def inspect(name: str, path: Path) -> NpzSummary:
     if missing:
         raise ValueError(f"{where}: the training images have no class {missing[0]}; labels run "
                          f"0..K-1 (K = {data.num_classes} here) and every class needs training "
-                         "images; renumber the labels, e.g. classes, y_train = np.unique("
-                         "y_train, return_inverse=True), then y_test = np.searchsorted(classes, "
-                         "y_test)")
+                         f"images; renumber the labels, e.g. {RENUMBER}")
     # Without a test part the split holds out round(20%) of each class (wscat.data.split's
     # held_out): a class of 7 keeps 6 to split, not floor(7 x 0.8) = 5.
     held = np.array([held_out(int(n), TEST_FRACTION) for n in counts], dtype=counts.dtype)

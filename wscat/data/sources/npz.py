@@ -86,6 +86,11 @@ def _channels_first(x: np.ndarray, key: str) -> np.ndarray:
     return x.transpose(0, 3, 1, 2)
 
 
+# How to renumber labels to class indices 0..K-1 (also `wscat add-dataset`'s line for a gap).
+RENUMBER = ("classes, y_train = np.unique(y_train, return_inverse=True), then y_test = "
+            "np.searchsorted(classes, y_test)")
+
+
 def _labels_fix(y: np.ndarray, key: str, n: int) -> str:
     """What to do with labels that are no vector of `n` integers."""
     if y.ndim == 2 and y.shape[0] == n and y.shape[1] > 1:
@@ -95,8 +100,7 @@ def _labels_fix(y: np.ndarray, key: str, n: int) -> str:
     if y.ndim != 1 or len(y) != n:
         images = "x_" + key[2:]
         return f"give one label for each of the {n} images of {images}"
-    return ("store class indices 0..K-1, e.g. classes, y_train = np.unique(y_train, "
-            "return_inverse=True), then y_test = np.searchsorted(classes, y_test)")
+    return f"store class indices 0..K-1, e.g. {RENUMBER}"
 
 
 def _labels(y: np.ndarray, key: str, n: int, n_train: int) -> np.ndarray:
