@@ -337,8 +337,10 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
                              f"move it into {seeds_dir}/ (tar xzf seed{seed}.tar.gz -C "
                              f"{seeds_dir}/)")
     if require_all and missing:
-        raise ValueError(f"seeds {', '.join(map(str, missing))} of {', '.join(map(str, expected))} "
-                         f"are missing in {seeds_dir}; run them (DEVELOPERS.md) before the "
+        many = len(missing) > 1
+        raise ValueError(f"seed{'s' if many else ''} {', '.join(map(str, missing))} of "
+                         f"{', '.join(map(str, expected))} {'are' if many else 'is'} missing in "
+                         f"{seeds_dir}; run {'them' if many else 'it'} (DEVELOPERS.md) before the "
                          f"{len(expected)}-seed table")
     params = read_seeds(dirs)
     files = metrics_files(params, dirs)

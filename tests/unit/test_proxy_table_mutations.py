@@ -319,8 +319,10 @@ def test_a_nan_anywhere_refuses_and_writes_nothing(tmp_path: Path, monkeypatch) 
 
 def test_require_all_refuses_missing_seeds(tmp_path: Path) -> None:
     make_seed(tmp_path / "seeds", 1)
-    with pytest.raises(ValueError, match="seeds 2 of 1, 2 are missing"):  # one missing too
+    with pytest.raises(ValueError, match="seed 2 of 1, 2 is missing in .*; run it "):
         proxy_table.render(tmp_path / "seeds", tmp_path / "out", [1, 2], True)
+    with pytest.raises(ValueError, match="seeds 2, 3 of 1, 2, 3 are missing in .*; run them "):
+        proxy_table.render(tmp_path / "seeds", tmp_path / "out", [1, 2, 3], True)
 
 
 def test_a_seed_folder_one_level_up_is_named(tmp_path: Path) -> None:
