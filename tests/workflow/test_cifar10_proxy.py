@@ -807,7 +807,7 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
         assert {path: path.read_bytes() for path in out.iterdir()} == before  # nothing written
         return err
 
-    assert "seeds 3 of 1, 2, 3 are missing" in refused(two, "--require-all")
+    assert "seed 3 of 1, 2, 3 is missing" in refused(two, "--require-all")
     assert "no seed{s}/ folder" in refused(tmp_path / "two/seed1")
     params = two / "seed2/params.yaml"
     saved = params.read_text()
