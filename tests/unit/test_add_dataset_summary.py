@@ -12,7 +12,7 @@ import yaml
 from wscat import cli
 from wscat.config import load_params, training_for
 from wscat.data import make_split
-from wscat.steps import add_dataset
+from wscat.steps import add_dataset, add_dataset_summary
 from wscat.steps.add_dataset import NpzSummary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +134,7 @@ def summary_of(pool: int, test: int, size: int) -> NpzSummary:
 def test_digits_own_sizes_give_the_measured_time_and_the_rule_is_linear() -> None:
     """The demo's own blocks and digits' sizes give the measurement itself; the training part
     grows with images to train on, pixels and epochs, the rest with test images and pixels."""
-    demo, cost = add_dataset.DEMO, add_dataset.cost_seconds
+    demo, cost = add_dataset_summary.DEMO, add_dataset_summary.cost_seconds
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     digits = summary_of(demo.pool, demo.test, 8)
     assert cost("digits", params, digits) == pytest.approx(demo.seconds)
@@ -155,15 +155,15 @@ def test_digits_own_sizes_give_the_measured_time_and_the_rule_is_linear() -> Non
 def test_another_model_gets_no_estimate() -> None:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["experiments"]["digits"]["model"] = "wrn-16-4"
-    digits = summary_of(add_dataset.DEMO.pool, add_dataset.DEMO.test, 8)
-    assert add_dataset.cost_seconds("digits", params, digits) is None
-    assert add_dataset.cost("digits", params, digits).startswith(
+    digits = summary_of(add_dataset_summary.DEMO.pool, add_dataset_summary.DEMO.test, 8)
+    assert add_dataset_summary.cost_seconds("digits", params, digits) is None
+    assert add_dataset_summary.cost("digits", params, digits).startswith(
         "cost: no estimate: models.wrn-16-4 is {'architecture': 'wideresnet', 'depth': 16, "
         "'width': 4}, and the one measurement it would scale, `make demo`, trains "
         "{'architecture': 'cnn', 'width': 24} (8 min 31 s of Snakemake")
     params["experiments"]["digits"]["model"] = "cnn"  # the same name, another width
     params["models"]["cnn"]["width"] = 16
-    assert add_dataset.cost_seconds("digits", params, digits) is None
+    assert add_dataset_summary.cost_seconds("digits", params, digits) is None
 
 
 def test_the_measurement_is_the_one_the_files_record() -> None:
@@ -171,7 +171,7 @@ def test_the_measurement_is_the_one_the_files_record() -> None:
     split, params.yaml's experiments.digits, training.digits and models.cnn."""
     from wscat.data.sources import load_dataset
 
-    demo = add_dataset.DEMO
+    demo = add_dataset_summary.DEMO
     tier = (ROOT / "docs/digits-tier.md").read_text()
     row = next(text for text in tier.splitlines()
                if text.startswith("| `make demo`, commit 1efcbfc"))
@@ -197,4 +197,4 @@ def test_the_measurement_is_the_one_the_files_record() -> None:
 @pytest.mark.parametrize(("seconds", "said"), [(45, "~45 s"), (511, "~8.5 min"), (3599, "~60 min"),
                                                (4 * 3600 + 600, "~4.2 h")])
 def test_about(seconds: float, said: str) -> None:
-    assert add_dataset.about(seconds) == said
+    assert add_dataset_summary.about(seconds) == said
