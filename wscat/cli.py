@@ -118,11 +118,12 @@ SPLIT_HELP = ("the seed's split (`wscat split`; default: the workflow's, "
 
 def _common(parser: argparse.ArgumentParser, *names: str, from_checkpoint: bool = False) -> None:
     """The options most steps share; `from_checkpoint`: the run's names (--dataset, --model,
-    --method, --seed) may be left out, and are then the checkpoint's (`fill_from_checkpoint`)."""
+    --method or --labeler, --seed) may be left out, and are then the checkpoint's
+    (`fill_from_checkpoint`)."""
     parser.add_argument("--params", type=Path, default=Path("params.yaml"),
                         help="params file (default: params.yaml)")
     for name in names:
-        own = from_checkpoint and name in RUN_NAMES
+        own = from_checkpoint and (name in RUN_NAMES or name == "labeler")
         if name == "seed":
             parser.add_argument("--seed", type=seed_value, required=not own,
                                 help=f"run seed in 0..{SEED_MAX} (1, 2, 3 in the paper)"
@@ -198,8 +199,8 @@ def _train(args: argparse.Namespace, params: Params) -> None:
 
 
 def _pseudo_label_arguments(p: argparse.ArgumentParser) -> None:
-    _common(p, "dataset", "model", "labeler", "seed", "threads")
-    p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
+    _common(p, "dataset", "model", "labeler", "seed", "threads", from_checkpoint=True)
+    p.add_argument("--split", type=Path, default=None, help=SPLIT_HELP)
     p.add_argument("--checkpoint", type=Path, required=True, help="the labeler's best.pt")
     p.add_argument("--out", type=Path, required=True,
                    help="the pseudo-labels to write (.npz, one per unlabelled image)")
@@ -637,27 +638,30 @@ def check_input_kinds(args: argparse.Namespace, params: Params = None) -> None:
             check_input_kind(path, kind, option, given)
 
 
-# The steps whose --checkpoint is the run's own best.pt: a run name left out is the checkpoint's,
-# and a --split left out the seed's split where the workflow keeps it.
-NAMES_FROM_CHECKPOINT = ("evaluate", "validate")
+# The steps whose --checkpoint is the run's own best.pt (pseudo-label: its labeler's): a run name
+# left out is the checkpoint's, and a --split left out the seed's split where the workflow keeps it.
+NAMES_FROM_CHECKPOINT = ("evaluate", "validate", "pseudo-label")
 
 
 def fill_from_checkpoint(args: argparse.Namespace) -> bool:
-    """evaluate, validate: each of --dataset, --model, --method and --seed not given becomes the
-    checkpoint's (wscat.checkpoint.run_names), and --split not given the workflow's split of
-    that dataset and seed (wscat.paths.SPLIT; one line where it is not there). One given is
-    kept, and the step refuses a checkpoint or split of another run as before
-    (wscat.checkpoint.check_run, check_model; the split's seed and params). Whether it filled
-    --split, an input the guard then checks too."""
+    """evaluate, validate, pseudo-label: each of --dataset, --model, --method (pseudo-label's
+    --labeler: the labeler's own method) and --seed not given becomes the checkpoint's
+    (wscat.checkpoint.run_names), and --split not given the workflow's split of that dataset and
+    seed (wscat.paths.SPLIT; one line where it is not there). One given is kept, and the step
+    refuses a checkpoint or split of another run as before (wscat.checkpoint.check_run,
+    check_model; the split's seed and params). Whether it filled --split, an input the guard
+    then checks too."""
     if args.step not in NAMES_FROM_CHECKPOINT:
         return False
-    lacking = [name for name in RUN_NAMES if getattr(args, name) is None]
+    as_given = {name: "labeler" if name == "method" and args.step == "pseudo-label" else name
+                for name in RUN_NAMES}
+    lacking = [name for name in RUN_NAMES if getattr(args, as_given[name]) is None]
     if lacking:
         from wscat.checkpoint import run_names
 
         recorded = run_names(args.checkpoint)
         for name in lacking:
-            setattr(args, name, recorded[name])
+            setattr(args, as_given[name], recorded[name])
     if args.split is not None:
         return False
     args.split = Path(SPLIT.format(dataset=args.dataset, seed=args.seed))

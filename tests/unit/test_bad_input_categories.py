@@ -60,13 +60,14 @@ def _value(action: argparse.Action, paths: dict[str, str]) -> list[str]:
 
 
 def argv(step: str, paths: dict[str, str]) -> list[str]:
-    """`step` with every required argument, the run's names and split (which evaluate and
-    validate may leave to the checkpoint) and every argument in `paths` (dest -> value)."""
+    """`step` with every required argument, the run's names and split (which evaluate,
+    validate and pseudo-label may leave to the checkpoint) and every argument in `paths` (dest
+    -> value)."""
     words = [step]
     for action in subparsers()[step]._actions:
         if isinstance(action, argparse._HelpAction) or not (
                 action.required or action.dest in paths
-                or action.dest in (*cli.RUN_NAMES, "split")):
+                or action.dest in (*cli.RUN_NAMES, "labeler", "split")):
             continue
         if not action.option_strings:  # a positional (table's metrics files)
             words += _value(action, paths)

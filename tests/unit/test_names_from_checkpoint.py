@@ -1,6 +1,7 @@
 """`wscat evaluate` and `wscat validate` without --dataset, --model, --method or --seed take each
 left out from the checkpoint, which records them, and without --split the workflow's split of
-that seed (wscat.cli.fill_from_checkpoint): the same file as with everything given. A name
+that seed (wscat.cli.fill_from_checkpoint): the same file as with everything given; so does
+`wscat pseudo-label`, whose --labeler is the method its labeler's checkpoint records. A name
 given is kept, and a checkpoint of another run is still refused; a checkpoint that cannot name
 its run (missing, a folder, another kind of file), or a workflow split that is not there, is one
 line, exit 2, nothing written."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.helpers.tiny import tiny_params, write_params
@@ -49,6 +51,32 @@ def test_left_out_names_are_the_checkpoints(work: Path, step: str, extra: tuple[
         ("digits", "cnn", "standard", 1)
     given.pop("manifest"), taken.pop("manifest")  # when and how long it ran
     assert taken == given
+
+
+def test_pseudo_label_takes_its_labeler_and_names_from_the_labelers_checkpoint(
+        work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labeler = ["--dataset", "digits", "--model", "cnn", "--labeler", "standard", "--seed", "1"]
+    runs = {}
+    for kind, names in (("named", labeler), ("bare", [])):
+        out, report = work / f"pl-{kind}.npz", work / f"pl-{kind}.json"
+        assert _main("pseudo-label", "--params", work / "params.yaml", *names, "--split",
+                     work / "s1.npz", "--checkpoint", work / "run/best.pt", "--out", out,
+                     "--metrics", report, "--device", "cpu") == 0
+        with np.load(out) as arrays:
+            runs[kind] = ({key: arrays[key].tolist() for key in arrays.files},
+                          json.loads(report.read_text()))
+    assert "pseudo-label accuracy (standard)" in capsys.readouterr().out
+    (named, named_report), (bare, bare_report) = runs["named"], runs["bare"]
+    assert bare == named and len(bare) > 0
+    named_report.pop("manifest", None), bare_report.pop("manifest", None)
+    assert bare_report == named_report
+    out = work / "pl-other.npz"
+    assert _main("pseudo-label", "--params", work / "params.yaml", "--labeler", "mt",
+                 "--checkpoint", work / "run/best.pt", "--split", work / "s1.npz", "--out", out,
+                 "--metrics", work / "pl-other.json", "--device", "cpu") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "standard" in err and "mt" in err, err
+    assert not out.exists()
 
 
 def test_some_names_given_the_rest_taken(work: Path) -> None:
