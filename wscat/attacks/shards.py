@@ -97,7 +97,6 @@ def autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, v
     The model's parameters are frozen meanwhile (`frozen_parameters`): the library's backward
     passes then compute input gradients only."""
     from wscat.attacks.mode import frozen_parameters
-    from wscat.models import LogitsOnly
 
     with frozen_parameters(model):
         return _autoattack_accuracy(model, x, y, variant=variant, eps=eps, seed=seed,
