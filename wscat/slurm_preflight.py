@@ -12,6 +12,7 @@ import difflib
 import shutil
 import subprocess
 import sys
+from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,7 +233,7 @@ def _oversize(job: Job, part: Partition | None) -> tuple[str, int, int, str] | N
 
 def check(default_resources: dict[str, Any], set_resources: dict[str, dict[str, Any]],
           set_threads: dict[str, Any], rules: dict[str, dict[str, Any]],
-          local_rules: set[str] = frozenset()) -> None:
+          local_rules: Set[str] = frozenset()) -> None:
     """Every check, in order: the profile's keys, the client, the cluster's partitions. `rules`:
     each submitted rule's resources as its jobs ask for them (the profile's laid over its own;
     threads as `_cores`); `local_rules`: the rules run where Snakemake runs."""

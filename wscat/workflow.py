@@ -133,11 +133,12 @@ def fetch_groups(params: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
 
 
 def training_inputs(params: dict[str, Any], dataset: str, model: str, method: str,
-                    seed: str) -> dict[str, str]:
-    """The labeler's pseudo-labels for a method trained on `data: pseudo`, and DMAT's generated
-    images (with their labeler's checkpoint) when it has some; nothing otherwise."""
+                    seed: str) -> dict[str, str | list[str]]:
+    """The labeler's pseudo-labels for a method trained on `data: pseudo`, DMAT's generated
+    images (with their labeler's checkpoint) when it has some, and your own method's code files
+    (a list: an edit retrains); nothing otherwise."""
     knobs = method_for(params, method, dataset)
-    inputs = {}
+    inputs: dict[str, str | list[str]] = {}
     if own_method.is_own(knobs["objective"]):  # your own method's code: an edit retrains
         inputs["method_code"] = [str(p) for p in own_method.code_files(knobs["objective"])]
     if knobs.get("generated"):

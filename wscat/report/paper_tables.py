@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ def _with_paper_mean(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def grid(*, caption: str, label: str, colspec: str, header: list[str], rows: list[dict[str, Any]],
-         notes: list[str] = ()) -> str:
+         notes: Sequence[str] = ()) -> str:
     """A table of LaTeX-ready cells through templates/grid.tex.j2."""
     return _environment().get_template("grid.tex.j2").render(
         caption=latex_escape(caption), label=label, colspec=colspec, header=header, rows=rows,
