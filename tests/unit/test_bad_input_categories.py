@@ -592,7 +592,7 @@ def test_a_diverging_step_stops_the_run_and_keeps_the_last_good_epoch(split_work
     assert cli.main(TRAIN) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert UNEXPECTED not in lines[-1] and "Traceback" not in "\n".join(lines)
-    assert f"diverged at epoch 2, step 3 of" in lines[-1], lines[-1]
+    assert "diverged at epoch 2, step 3 of" in lines[-1], lines[-1]
     assert f"its {what} became NaN or infinite" in lines[-1]
     assert "resume/last.pt (epoch 1) is kept" in lines[-1]
     assert not (split_work / "run" / "best.pt").exists()  # never a NaN model

@@ -2,7 +2,6 @@
 the same model behind a non-differentiable input quantisation; no attack runs in train mode;
 our FGSM, PGD and CW agree with independent implementations written below."""
 import copy
-from pathlib import Path
 
 import pytest
 import torch

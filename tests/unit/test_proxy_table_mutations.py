@@ -57,7 +57,6 @@ import functools
 import json
 import math
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
