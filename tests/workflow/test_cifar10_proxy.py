@@ -1088,9 +1088,9 @@ def test_the_labeler_rule_picks_by_validation_and_says_what_params_yaml_needs(
     assert overrides(base, "mt:100:copy") == [
         f"training.{PROXY}.per_method.mt.epochs: 100",
         f"methods.mt.per_dataset.{PROXY}.rampup_epochs: 33"]
-    for run in ("standard:100", "mt:100:copy", "mt:15:average"):
+    for candidate in ("standard:100", "mt:100:copy", "mt:15:average"):
         params = yaml.safe_load(yaml.safe_dump(base))
-        for line in overrides(base, run):
+        for line in overrides(base, candidate):
             key, value = line.split(": ")
             *path, last = key.split(".")
             node = params
@@ -1098,10 +1098,10 @@ def test_the_labeler_rule_picks_by_validation_and_says_what_params_yaml_needs(
                 node = node.setdefault(part, {})
             node[last] = yaml.safe_load(value)
         params = validate_params(params)
-        wanted, method = configure(base, run, PROXY)
+        wanted, method = configure(base, candidate, PROXY)
         assert ({**TRAINER_DEFAULTS, **training_for(params, PROXY, method)}
-                == {**TRAINER_DEFAULTS, **training_for(wanted, PROXY, method)}), run
-        assert method_for(params, method, PROXY) == method_for(wanted, method, PROXY), run
+                == {**TRAINER_DEFAULTS, **training_for(wanted, PROXY, method)}), candidate
+        assert method_for(params, method, PROXY) == method_for(wanted, method, PROXY), candidate
     # params.yaml holds what the rule chose on the H200 (labeler-choice-cifar10-proxy.md): both
     # winners need nothing more there, and the 15-epoch runs would.
     assert overrides(real, "standard:100") == overrides(real, "mt:100:copy") == []
