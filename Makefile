@@ -153,8 +153,8 @@ PYTEST = $(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 test: venv
 	$(PYTEST) tests
 
-# The inner loop: every test but those marked slow (2 min 33 s at 901ea4a on the 2-core CI
-# machine, against about 9 minutes for `make test`: docs/digits-tier.md).
+# The inner loop: every test but those marked slow (3 min 3 s at 76b3902 on the 2-core CI
+# machine, against about 10 minutes for `make test`: docs/digits-tier.md).
 test-fast: venv
 	$(PYTEST) -m "not slow" tests
 
