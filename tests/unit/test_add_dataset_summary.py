@@ -194,6 +194,20 @@ def test_the_measurement_is_the_one_the_files_record() -> None:
     assert len(split.labelled) + len(split.validation) + len(split.unlabelled) == demo.pool
 
 
+def test_the_check_against_a_build_is_the_one_the_file_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The cost line names the one build it was checked against, with that file's numbers."""
+    page = (ROOT / "benchmarks/results/add-dataset-cost.md").read_text()
+    checked = add_dataset_summary.CHECKED
+    estimate = re.search(r"estimated (~\S+ \S+), took (\d+ min \d+ s)", checked)
+    assert estimate and f"cost line: **{estimate.group(1)}**" in page
+    assert f"results/tables/mini.tex`: **{estimate.group(2)}**" in page
+    assert "700 digits to train on and 175 test images" in page and "700-image" in checked
+    out, _ = added(tmp_path, monkeypatch, capsys)
+    assert f"so the build can take longer: {checked}." in out
+
+
 @pytest.mark.parametrize(("seconds", "said"), [(45, "~45 s"), (511, "~8.5 min"), (3599, "~60 min"),
                                                (4 * 3600 + 600, "~4.2 h")])
 def test_about(seconds: float, said: str) -> None:
