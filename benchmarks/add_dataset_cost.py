@@ -13,6 +13,7 @@ results. Run it on a quiet machine: it takes about as long as `make demo`.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -54,8 +55,6 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=875)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/add-dataset-cost.md")
     args = parser.parse_args()
-    import os
-
     commit = run(["git", "rev-parse", "--short", "HEAD"], ROOT, dict(os.environ)).strip()
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"

@@ -10,6 +10,7 @@ from typing import Any
 from wscat.config import evaluation_for, method_for, training_for
 from wscat.data.split import validation_per_class
 from wscat.steps.add_dataset import NpzSummary
+from wscat.workflow import upstream_labelers
 
 WIDTH = 98  # the report's lines, wrapped
 
@@ -44,15 +45,21 @@ def counts(summary: NpzSummary, dataset: dict[str, Any], evaluation: dict[str, A
                   evaluated=test if cap is None else min(test, cap))
 
 
-def _labelers(params: dict[str, Any], methods: list[str]) -> dict[str, str]:
+def _upstream(params: dict[str, Any], name: str, methods: list[str]) -> dict[str, dict[str, str]]:
+    """{method: the labelers its training reads, by role} (wscat.workflow.upstream_labelers)."""
+    return {m: upstream_labelers(method_for(params, m, name)) for m in methods}
+
+
+def _labelers(params: dict[str, Any], name: str, methods: list[str]) -> dict[str, str]:
     """{method: its labeler} for the experiment's methods that learn from another's labels."""
-    found = {m: method_for(params, m).get("labeler") for m in methods}
-    return {m: labeler for m, labeler in found.items() if labeler}
+    return {m: roles["labeler"] for m, roles in _upstream(params, name, methods).items()
+            if "labeler" in roles}
 
 
-def _trained(params: dict[str, Any], methods: list[str]) -> list[str]:
-    """The runs a seed trains: the methods, then the labelers they name that they lack."""
-    return list(dict.fromkeys([*methods, *_labelers(params, methods).values()]))
+def _trained(params: dict[str, Any], name: str, methods: list[str]) -> list[str]:
+    """The runs a seed trains: the methods, then the labelers they read that they lack."""
+    return list(dict.fromkeys([*methods, *(labeler for roles in _upstream(
+        params, name, methods).values() for labeler in roles.values())]))
 
 
 def _role(method: str, learns: dict[str, str]) -> str:
@@ -81,9 +88,9 @@ def _dataset_lines(name: str, params: dict[str, Any], summary: NpzSummary) -> li
 def _training_line(name: str, params: dict[str, Any]) -> str:
     """training.NAME: the runs' epochs and batch, and the runs (a labeler) that train longer."""
     training, methods = params["training"][name], params["experiments"][name]["methods"]
-    learns = _labelers(params, methods)
+    learns = _labelers(params, name, methods)
     other = [f"{_role(m, learns)} {training_for(params, name, m)['epochs']} (per_method.{m})"
-             for m in _trained(params, methods)
+             for m in _trained(params, name, methods)
              if training_for(params, name, m)["epochs"] != training["epochs"]]
     return (f"training.{name}: {training['epochs']} epochs a run at batch "
             f"{training['batch_size']}" + "".join(f"; {text}" for text in other))
@@ -92,7 +99,7 @@ def _training_line(name: str, params: dict[str, Any]) -> str:
 def _experiment_line(name: str, params: dict[str, Any]) -> str:
     """experiments.NAME: the model, the seeds, the methods and whose labels they learn from."""
     experiment = params["experiments"][name]
-    learns = _labelers(params, experiment["methods"])
+    learns = _labelers(params, name, experiment["methods"])
     labelers = ", ".join(f"{labeler} for {m}" for m, labeler in learns.items())
     return (f"experiments.{name}: model {experiment['model']}, seeds "
             f"{', '.join(str(seed) for seed in experiment['seeds'])}; methods "
@@ -150,7 +157,7 @@ def cost_seconds(name: str, params: dict[str, Any], summary: NpzSummary) -> floa
     pixels = summary.shape[1] * summary.shape[2]
     seeds = len(experiment["seeds"])
     epochs = sum(training_for(params, name, m)["epochs"]
-                 for m in _trained(params, experiment["methods"]))
+                 for m in _trained(params, name, experiment["methods"]))
     train = (n.pool * pixels * epochs * seeds) / (
         DEMO.pool * DEMO.pixels * DEMO.epochs * DEMO.seeds)
     rest = (n.evaluated * pixels * len(experiment["methods"]) * seeds) / (
