@@ -1,5 +1,5 @@
 # make help | venv | lock | demo | robustness-demo | table2-digits | ablation-digits | paper-digits |
-# fresh-seeds-digits | readme | rulegraph | report | test | test-fast | test-slurm | clean
+# fresh-seeds-digits | readme | rulegraph | report | pull | test | test-fast | test-slurm | clean
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 # A bare `make` lists the targets: it starts nothing that takes minutes.
@@ -31,7 +31,7 @@ DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; \
 	$(VENV)/bin/dvc commit --force
 
 .PHONY: help venv demo robustness-demo table2-digits ablation-digits paper-digits \
-	fresh-seeds-digits readme report test test-fast test-slurm clean
+	fresh-seeds-digits readme report pull test test-fast test-slurm clean
 
 help:
 	@echo "make demo                the demo: Standard, TRADES, MT, RST and WSCAT on the embedded digits,"
@@ -47,6 +47,8 @@ help:
 	@echo "make fresh-seeds-digits  the demo on seeds 10-12, which no choice used"
 	@echo "make report              Snakemake's HTML report of the demo (results/report.html)"
 	@echo "make readme              the demo, then its table pasted into README.md"
+	@echo "make pull                runs pushed with dvc push (splits, checkpoints, metrics) back from"
+	@echo "                         the DVC remote, up to date for Snakemake; REMOTE=NAME for another"
 	@echo "make venv                only the environment (.venv); every other target makes it first"
 	@echo "make test-slurm          the SLURM profile on a real one-node cluster (root: installs slurm-wlm)"
 	@echo "make clean               remove results/ and .snakemake/"
@@ -142,6 +144,12 @@ rulegraph: venv
 report: demo
 	$(VENV)/bin/snakemake --report results/report.html -- results/tables/digits.tex \
 	    $(wildcard $(ROBUSTNESS_DEMO).png)
+
+# Runs that another clone built and shared with `dvc push` (every output of dvc.yaml's stages
+# but the tables, which git keeps): `dvc pull`, then each stage that equals dvc.lock is marked up
+# to date for Snakemake (docs/workflow.md, "Sharing runs").
+pull: venv
+	$(VENV)/bin/python workflow/scripts/dvc_pull.py $(if $(REMOTE),--remote $(REMOTE))
 
 # Two workers (the CI machine's two cores; the pipelines' Snakemake runs leave one idle), each
 # taking whole files so that a module's fixture (a tiny pipeline run) is built once; in the order

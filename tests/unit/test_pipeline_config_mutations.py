@@ -19,10 +19,11 @@ What is checked, and from which fact:
   its params (the experiment, dataset, training, model, every method whose section can change the
   table on the experiment's dataset, as the DAG reads it: its labeler, a per_dataset one counted,
   its `base`, DMAT's generated_labeler only with generated images; validation, evaluation; a
-  table: false experiment's paper tiers), its outputs (the table files and per-run
-  metrics `cache: false, persist: true`, each DVCLive folder cached and persistent, the summary as
-  the metric and nowhere else; a table: false stage has no metric), each list sorted (--check
-  compares byte for byte);
+  table: false experiment's paper tiers), its outputs (the table's files `cache: false,
+  persist: true`, every other output of the DAG but an archive cached and persistent: split,
+  pseudo-labels, checkpoints, DVCLive folders, per-run metrics, a table: false stage's paper
+  tables; the summary as the metric and nowhere else; a table: false stage has no metric), each
+  list sorted (--check compares byte for byte);
 - an output belongs to one stage only (DVC refuses a path two stages declare): the runs shared
   with an earlier experiment stay there, and each archive of a paper dataset has one
   fetch-<dataset> stage (cached output, persist: true, params: its datasets section; your own
@@ -205,12 +206,17 @@ def test_the_demos_stage_whole(root: Path) -> None:
         "deps": ["Snakefile", "workflow", "wscat"],
         "params": ["experiments.demo", "datasets.digits", "training.digits", "models.cnn",
                    "methods.rst", "methods.standard", "validation", "evaluation"],
+        # git keeps the table's files; DVC's cache every other file of the DAG (`dvc push`)
         "outs": [{"results/tables/demo.csv": UNCACHED}, {"results/tables/demo.md": UNCACHED},
                  {"results/tables/demo.tex": UNCACHED},
-                 {"results/metrics/digits/cnn/rst/seed1.json": UNCACHED},
-                 {"results/metrics/digits/cnn/standard/seed1.json": UNCACHED},
+                 {"results/metrics/digits/cnn/rst/seed1.json": CACHED},
+                 {"results/metrics/digits/cnn/standard/seed1.json": CACHED},
+                 {"results/models/digits/cnn/rst/seed1/best.pt": CACHED},
                  {"results/models/digits/cnn/rst/seed1/dvclive": CACHED},
-                 {"results/models/digits/cnn/standard/seed1/dvclive": CACHED}],
+                 {"results/models/digits/cnn/standard/seed1/best.pt": CACHED},
+                 {"results/models/digits/cnn/standard/seed1/dvclive": CACHED},
+                 {"results/pseudo/digits/cnn/standard/seed1.npz": CACHED},
+                 {"results/splits/digits/seed1.npz": CACHED}],
         "metrics": [{"results/metrics/demo.json": UNCACHED}]}
 
 
@@ -239,8 +245,8 @@ def test_shared_runs_stay_with_the_earlier_experiment_but_are_drawn_by_both(root
     assert list(both["stages"]) == ["demo", "demo-b"]
     assert both["stages"]["demo-b"]["outs"] == [
         {"results/tables/demo-b.tex": UNCACHED},
-        {"results/metrics/digits/cnn/trades/seed1.json": UNCACHED},
-        {"results/models/digits/cnn/trades/seed1/dvclive": CACHED}]
+        {"results/metrics/digits/cnn/trades/seed1.json": CACHED},
+        {"results/models/digits/cnn/trades/seed1/dvclive": CACHED}]  # the split is demo's
     assert both["stages"]["demo-b"]["metrics"] == [{"results/metrics/demo-b.json": UNCACHED}]
     every = [path for stage in both["stages"].values() for key in ("outs", "metrics")
              for entry in stage[key] for path in entry]
@@ -292,6 +298,8 @@ def test_your_own_npz_is_a_dep_never_a_fetch_stages_output(dag) -> None:
         assert fetches == {}
         assert stage["cmd"] == f"snakemake --cores 2 -- {tex}"
         assert stage["deps"] == ["Snakefile", "workflow", "wscat", "path/to/mine.npz"]
+        assert [path for out in stage["outs"] for path in out] == [
+            tex, "results/metrics/mine/cnn/standard/seed1.json", "results/splits/mine/seed1.npz"]
 
 
 def test_an_archive_shared_in_part_is_the_output_of_one_fetch_stage(
@@ -316,8 +324,9 @@ def test_a_table_false_experiment_builds_its_paper_tables_without_a_metric(dag) 
     stage = dvc_yaml.stage(params, ROOT, "digits-table2", set(), {}, [])
     assert stage["cmd"] == f"snakemake --cores 2 -- {tex}"
     assert stage["params"][-3:] == ["validation", "evaluation", "paper.digits"]
-    assert stage["outs"] == [{tex[:-4] + ".csv": UNCACHED}, {tex: UNCACHED},
-                             {"results/metrics/digits/cnn/dmat/seed1.json": UNCACHED}]
+    # results/paper/ is git-ignored: its tables are in DVC's cache, as the runs are
+    assert stage["outs"] == [{"results/metrics/digits/cnn/dmat/seed1.json": CACHED},
+                             {tex[:-4] + ".csv": CACHED}, {tex: CACHED}]
     assert "metrics" not in stage
 
 

@@ -2,28 +2,31 @@
 
 One DVC stage per experiment: it runs Snakemake on the experiment's table, depends on the
 workflow, the package, its dataset's archives (present or not) and the generated images its runs
-train on, reads the params.yaml sections the experiment uses, and declares the
-table and every per-(method, seed) metrics file that Snakemake's DAG produces for it; its metric
-is the per-method summary, so `dvc metrics diff` shows per-method changes after a params change
-and `dvc repro`. By default only the demo's experiment (what a bare `snakemake` builds) has a
+train on, reads the params.yaml sections the experiment uses, and declares every file that
+Snakemake's DAG produces for the table: the table itself, and the split, pseudo-labels, each
+run's checkpoints, training log and DVCLive folder, its metrics and extra files; its metric is the
+per-method summary, so `dvc metrics diff` shows per-method changes after a params change and
+`dvc repro`. By default only the demo's experiment (what a bare `snakemake` builds) has a
 stage, so that after `make demo` a bare `dvc status` and `dvc repro` agree with Snakemake; the
 targets asked for by name get theirs with --experiments (an experiment with `table: false` runs
-Snakemake on the paper tables it fills and has no summary metric). Each training run's DVCLive folder is a cached output, and top-level plots draw
-its learning curves (training loss, validation accuracy) per experiment, one line per run, for
+Snakemake on the paper tables it fills and has no summary metric). Top-level plots draw each
+run's learning curves (training loss, validation accuracy) per experiment, one line per run, for
 `dvc plots show` and `dvc plots diff`.
 
     python workflow/scripts/dvc_yaml.py            # write dvc.yaml: the demo's stage
     python workflow/scripts/dvc_yaml.py --check    # exit 2, one line, if dvc.yaml is out of date
     python workflow/scripts/dvc_yaml.py --experiments digits cifar10   # these stages (--all: every one)
 
-Every output is `cache: false` (small text, reviewed in git) and `persist: true`:
-- persist keeps DVC from deleting the per-run metrics before the stage runs; Snakemake decides
-  what is stale, so only the jobs a params change touches run again;
+Every output is `persist: true`:
+- persist keeps DVC from deleting the outputs before the stage runs; Snakemake decides what is
+  stale, so only the jobs a params change touches run again;
 - a stage with a persistent output never enters DVC's run cache (dvc.stage.cache._can_hash), so
   `dvc repro` can never restore a table whose Snakemake intermediates are stale.
-The DVCLive folders are the exception: cached (and persistent), so that `dvc plots diff` and
-`dvc exp show` find an earlier revision's or experiment's curves in DVC's cache while git ignores
-results/models/.
+The table's files and the summary are `cache: false`: small text that git keeps (results/tables/
+and results/metrics/NAME.json are not ignored). Every other output is in DVC's cache (git ignores
+results/ but those): `dvc push` shares the runs, `dvc plots diff` and `dvc exp show` find an
+earlier revision's curves, and `make pull` (workflow/scripts/dvc_pull.py) puts a pushed run back
+where Snakemake finds it up to date.
 """
 from __future__ import annotations
 
@@ -53,6 +56,7 @@ HEADER = """\
 """
 DEPS = ["Snakefile", "workflow", "wscat"]
 UNCACHED = {"cache": False, "persist": True}
+CACHED = {"persist": True}
 # Learning curves drawn per experiment: DVCLive file name (a `wscat train` history column) and
 # axis label. The robust validation curve is CW-20 or PGD-20 accuracy, whichever the method selects
 # its best epoch by; methods selected on natural accuracy have none.
@@ -164,20 +168,23 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
     if unfetched:  # (the proxy's archive is CIFAR-10's: one fetch stage for the two)
         fetches.setdefault(f"fetch-{experiment['dataset']}",
                            fetch_stage(experiment["dataset"], unfetched))
-    outs = [path for path, rule in outputs
-            if rule in ("table", "paper_table") and not path.endswith(".json")]
+    # Git keeps the table's files (results/tables/ is not ignored: the baseline of `dvc metrics
+    # diff`); DVC's cache keeps every other file the table is built from, so `dvc push` shares
+    # it and `make pull` (workflow/scripts/dvc_pull.py) brings it back. An archive is a fetch
+    # stage's, and an output belongs to one stage only: runs shared with an earlier experiment
+    # stay there.
+    tables = sorted(path for path, rule in outputs if rule == "table" and not path.endswith(".json"))
     summary = [path for path, rule in outputs if rule == "table" and path.endswith(".json")]
-    # An output belongs to one stage only: runs shared with an earlier experiment stay there.
-    per_run = sorted(path for path, rule in outputs if rule == "evaluate" and path not in claimed)
+    built = sorted({path for path, rule in outputs if rule != "table"
+                    and not rule.startswith("fetch_") and path not in claimed})
     runs = sorted(path for path, rule in outputs if rule == "train" and path.endswith("/dvclive"))
-    logs = [path for path in runs if path not in claimed]
     # DMAT's generated images: an input of the trainings that use them (wscat.workflow.
     # training_inputs), so a dep, as the archives are
     generated = sorted({str(images) for images in (
         method_for(params, paths.field(run, paths.DVCLIVE, "method"),
                    paths.field(run, paths.DVCLIVE, "dataset")).get("generated")
         for run in runs) if images})
-    claimed.update(per_run + logs)
+    claimed.update(built)
     curves.extend(plots(params, name, runs))
     dataset = experiment["dataset"]
     return {
@@ -193,10 +200,10 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
                    # table: false: the paper tiers whose tables it fills (their names, layout)
                    *(f"paper.{paths.field(path, paths.PAPER_TABLE_TEX, 'tier')}"
                      for path in table if not targets.has_table(params, name))],
-        # Per-run metrics (with their manifests) are outputs; the per-method summary is the
-        # metric, so `dvc metrics diff` shows e.g. wscat.PGD before and after a params change.
-        "outs": ([{path: dict(UNCACHED)} for path in sorted(outs) + per_run]
-                 + [{path: {"persist": True}} for path in logs]),
+        # The per-method summary is the metric, so `dvc metrics diff` shows e.g. wscat.PGD
+        # before and after a params change.
+        "outs": ([{path: dict(UNCACHED)} for path in tables]
+                 + [{path: dict(CACHED)} for path in built]),
         **({"metrics": [{path: dict(UNCACHED)} for path in summary]} if summary else {}),
     }
 

@@ -1,0 +1,161 @@
+"""`make pull`: runs pushed with `dvc push` back from the DVC remote, up to date for Snakemake.
+
+`dvc pull` puts back every output of dvc.yaml's stages (splits, pseudo-labels, checkpoints,
+metrics: workflow/scripts/dvc_yaml.py), but with the times of the copy, in no order, and without
+the records Snakemake keeps of the params each job ran with (.snakemake/ is not shared): a bare
+`snakemake` would then redo jobs whose results are already there, and would not see a later
+edit of params.yaml. So, for each stage whose files and params `dvc status` finds equal to
+dvc.lock's (the state the results were committed in), `snakemake --touch --forceall` marks every
+job of its table done, in the DAG's order, and records the params it ran with. A stage that
+differs is left alone and named, with what differs.
+
+    python workflow/scripts/dvc_pull.py [--remote NAME]    # make pull [REMOTE=NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+NO_REMOTE = "no default remote set"
+
+
+class PullError(Exception):
+    """What stops the pull, in one line."""
+
+
+def tool(name: str) -> str:
+    """`name` beside this Python (the venv's), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+def environment(root: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(root / ".cache")),
+            "DVC_NO_ANALYTICS": "1"}
+
+
+def stage_targets(root: Path) -> dict[str, list[str]]:
+    """{stage: the Snakemake targets of its command} of dvc.yaml's experiment stages."""
+    path = root / "dvc.yaml"
+    if not path.is_file():
+        raise PullError(f"no dvc.yaml in {root}: run it in the repository's root folder")
+    try:
+        stages = (yaml.safe_load(path.read_text()) or {}).get("stages") or {}
+    except (OSError, yaml.YAMLError, AttributeError) as error:
+        mark = getattr(error, "problem_mark", None)  # YAML's: the line it stopped at
+        what = getattr(error, "problem", None) or (str(error).splitlines() or ["?"])[0]
+        raise PullError(f"cannot read {path}: {what}{f' (line {mark.line + 1})' if mark else ''}"
+                        "; regenerate it with `.venv/bin/python workflow/scripts/dvc_yaml.py`"
+                        ) from None
+    found = {}
+    for name, stage in stages.items():
+        cmd = str(stage.get("cmd", "")) if isinstance(stage, dict) else ""
+        if cmd.startswith("snakemake ") and " -- " in cmd:
+            found[str(name)] = cmd.split(" -- ", 1)[1].split()
+    if not found:
+        raise PullError(f"{path} has no stage that runs Snakemake; regenerate it with "
+                        "`.venv/bin/python workflow/scripts/dvc_yaml.py`")
+    return found
+
+
+def pull(root: Path, remote: str | None) -> None:
+    """`dvc pull` (from `remote`, else the default one); its error in one line."""
+    cmd = [tool("dvc"), "pull", *(["--remote", remote] if remote else [])]
+    done = subprocess.run(cmd, cwd=root, env=environment(root), capture_output=True, text=True)
+    if done.returncode == 0:
+        return
+    said = (done.stderr + done.stdout).strip().splitlines()
+    if any(NO_REMOTE in line for line in said):
+        raise PullError("no DVC remote to pull from: name the one the runs were pushed to "
+                        "(`make pull REMOTE=NAME`), or set a default (`dvc remote add -d NAME "
+                        "URL`)")
+    errors = [line for line in said if line.startswith("ERROR:")] or said or ["(no output)"]
+    raise PullError(f"`{' '.join(cmd[1:])}` failed: {errors[0].removeprefix('ERROR: ')}; "
+                    "nothing was marked up to date")
+
+
+def changed(root: Path) -> dict[str, Any]:
+    """`dvc status --json`: {stage: what differs from dvc.lock}; {} when nothing does."""
+    done = subprocess.run([tool("dvc"), "status", "--json"], cwd=root,
+                          env=environment(root), capture_output=True, text=True)
+    try:
+        status = json.loads(done.stdout) if done.returncode == 0 else None
+    except json.JSONDecodeError:
+        status = None
+    if not isinstance(status, dict):
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
+        raise PullError(f"`dvc status --json` failed: {lines[-1]}")
+    return status
+
+
+def difference(entries: Any) -> str:
+    """What `dvc status` says differs in one stage, in a few words."""
+    parts = []
+    for entry in entries if isinstance(entries, list) else [entries]:
+        if isinstance(entry, dict):
+            for kind, what in entry.items():  # e.g. {"changed deps": {"params.yaml":
+                # {"methods.trades": "modified"}}}: the params' names, else the files'
+                names = [name for key, value in what.items() for name in (
+                    value if isinstance(value, dict) else [key])] if isinstance(what, dict) else []
+                parts.append(f"{kind} {', '.join(names[:2])}"
+                             f"{f' and {len(names) - 2} more' if len(names) > 2 else ''}".strip())
+        else:
+            parts.append(str(entry))
+    return "; ".join(parts) or "changed"
+
+
+def touch(root: Path, targets: list[str]) -> None:
+    """Mark every job of `targets` done, in the DAG's order, with the params it ran with."""
+    cmd = [tool("snakemake"), "--touch", "--forceall", "--cores", "1", "--quiet", "all",
+           "--", *targets]
+    done = subprocess.run(cmd, cwd=root, env=environment(root), capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["(no output)"]
+        raise PullError(f"`snakemake --touch --forceall -- {' '.join(targets)}` failed: "
+                        f"{lines[-1]}")
+
+
+def run(root: Path, remote: str | None) -> int:
+    """Pull, then mark up to date the stages that equal dvc.lock; 0 when every stage did. One
+    Snakemake call for all of them: stages share runs, and a second call would make the shared
+    files newer than the first stage's table."""
+    stages = stage_targets(root)
+    pull(root, remote)
+    status = changed(root)
+    equal = [name for name in stages if name not in status]
+    if equal:
+        touch(root, [target for name in equal for target in stages[name]])
+    for name in stages:
+        if name in equal:
+            print(f"{name}: pulled and up to date for Snakemake (`snakemake -n -- "
+                  f"{' '.join(stages[name])}` has nothing to do)")
+        else:
+            print(f"{name}: left alone, it differs from dvc.lock ({difference(status[name])}); "
+                  f"`dvc status {name}` says how; make them equal (e.g. `git checkout params.yaml`) and "
+                  "run make pull again")
+    return 0 if len(equal) == len(stages) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--remote", help="the DVC remote to pull from (default: the default one)")
+    parser.add_argument("--root", type=Path, default=Path.cwd(),
+                        help="the workflow's folder (default: the current one)")
+    args = parser.parse_args(argv)
+    try:
+        return run(args.root.resolve(), args.remote)
+    except PullError as error:
+        print(f"make pull: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
