@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 import sys
 from pathlib import Path
 
@@ -26,6 +27,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     (--dist loadfile --no-loadscope-reorder), so the small unit files fill in at the end instead
     of one long pipeline file running alone on one worker while the other idles."""
     items.sort(key=lambda item: item.path.parent.name != "workflow")
+
+
+@pytest.fixture(autouse=True)
+def _close_figures() -> Iterator[None]:
+    """After each test, the figures it left open: the stand-ins for wscat.report.figures.save
+    keep theirs to read (the real one closes its own), and a worker's twentieth open figure
+    draws matplotlib's memory warning."""
+    yield
+    pyplot = sys.modules.get("matplotlib.pyplot")  # only where a test drew: no import otherwise
+    if pyplot is not None:
+        pyplot.close("all")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
