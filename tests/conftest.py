@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
