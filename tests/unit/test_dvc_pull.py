@@ -1,12 +1,13 @@
 """workflow/scripts/dvc_pull.py (`make pull`), with `dvc` and `snakemake` stood in for by a
-recorder of the commands it is given (tests/workflow/test_ecosystem_run.py runs the real ones on
-a pushed tiny run). From the script's docstring and docs/workflow.md ("Sharing runs"): `dvc pull`
-first (from --remote where named); then the stages that `dvc status` finds equal to dvc.lock are
-marked up to date in one `snakemake --touch --forceall` call on their targets together (a call
-a stage would touch the runs it shares with another after that one's table); a stage that
-differs is named with what differs (the params' names, else the files'), not touched, exit 1;
-no remote, a failed pull, an unreadable status or a dvc.yaml without a Snakemake stage: one
-line, exit 2, nothing touched."""
+recorder of the commands it is given (tests/workflow/test_ecosystem_run.py runs the real ones on a
+pushed tiny run). From the script's docstring and docs/workflow.md ("Sharing runs"): the remote
+(--remote NAME, else the default) is checked before anything runs; `dvc pull` shows its progress
+on the terminal; then the stages that `dvc status` finds equal to dvc.lock are marked up to date
+in one `snakemake --touch --forceall` call on their targets together (a call per stage would make
+the runs two stages share newer than the first one's table); a stage that differs is named with
+what differs (the params' names, else the files'), not touched, exit 1; no such remote, a failed
+pull, an unreadable status or a dvc.yaml without a Snakemake stage: one line, exit 2, nothing
+touched; every profile records checksums past the largest checkpoint."""
 from __future__ import annotations
 
 import json
@@ -34,11 +35,13 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def tools(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """What `dvc pull` and `dvc status --json` answer (editable), and every command run."""
-    said: dict[str, Any] = {"pull": (0, "", ""), "status": (0, "{}", ""), "touch": (0, "", ""),
+    said: dict[str, Any] = {"remote": (0, "lab\t/shared/dvc\t(default)\nother\ts3://b\n", ""),
+                            "pull": (0, "", ""), "status": (0, "{}", ""), "touch": (0, "", ""),
                             "calls": []}
 
     def run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
         said["calls"].append(cmd)
+        said.setdefault("kwargs", []).append(kwargs)
         key = "touch" if "--touch" in cmd else cmd[1]
         code, out, err = said[key]
         return subprocess.CompletedProcess(cmd, code, out, err)
@@ -54,9 +57,11 @@ def names(calls: list[list[str]]) -> list[list[str]]:
 def test_every_stage_equal_is_touched_in_one_call_after_the_pull(root: Path, tools, capsys) -> None:
     assert dvc_pull.main(["--root", str(root)]) == 0
     assert names(tools["calls"]) == [
-        ["dvc", "pull"], ["dvc", "status", "--json"],
+        ["dvc", "remote", "list"], ["dvc", "pull"], ["dvc", "status", "--json"],
         ["snakemake", "--touch", "--forceall", "--cores", "1", "--quiet", "all", "--",
          "results/tables/digits.tex", "results/tables/b.tex", "x.tex"]]
+    # dvc pull's progress reaches the terminal (a remote of checkpoints can take minutes)
+    assert "capture_output" not in tools["kwargs"][1] and "stdout" not in tools["kwargs"][1]
     out = capsys.readouterr().out.splitlines()
     assert out == [
         "digits: pulled and up to date for Snakemake (`snakemake -n -- results/tables/digits.tex` "
@@ -66,8 +71,8 @@ def test_every_stage_equal_is_touched_in_one_call_after_the_pull(root: Path, too
 
 
 def test_the_remote_named_is_pulled_from(root: Path, tools) -> None:
-    assert dvc_pull.main(["--root", str(root), "--remote", "lab"]) == 0
-    assert names(tools["calls"])[0] == ["dvc", "pull", "--remote", "lab"]
+    assert dvc_pull.main(["--root", str(root), "--remote", "other"]) == 0
+    assert names(tools["calls"])[1] == ["dvc", "pull", "--remote", "other"]
 
 
 def test_a_stage_that_differs_is_named_and_left_alone(root: Path, tools, capsys) -> None:
@@ -92,22 +97,36 @@ def test_nothing_is_touched_when_every_stage_differs(root: Path, tools) -> None:
     assert not any("--touch" in cmd for cmd in tools["calls"])
 
 
-@pytest.mark.parametrize("pull, line", [
-    ((1, "", "No remote provided and no default remote set.\nERROR: failed to pull data from "
-      "the cloud - Checkout failed for following targets:\nresults/a\n"),
+@pytest.mark.parametrize("remote, listed, line", [
+    (None, "lab\t/shared/dvc\n",
      "make pull: no DVC remote to pull from: name the one the runs were pushed to (`make pull "
      "REMOTE=NAME`), or set a default (`dvc remote add -d NAME URL`)"),
-    ((1, "", "ERROR: failed to pull data from the cloud - config file error: remote 'x' doesn't "
-      "exist\n"),
-     "make pull: `pull` failed: failed to pull data from the cloud - config file error: remote "
-     "'x' doesn't exist; nothing was marked up to date"),
-    ((255, "", ""), "make pull: `pull` failed: (no output); nothing was marked up to date")])
-def test_a_failed_pull_is_one_line_and_touches_nothing(root: Path, tools, capsys,
-                                                       pull: tuple, line: str) -> None:
-    tools["pull"] = pull
-    assert dvc_pull.main(["--root", str(root)]) == 2
-    assert names(tools["calls"]) == [["dvc", "pull"]]
+    ("labs", "lab\t/shared/dvc\t(default)\nother\ts3://b\n",
+     "make pull: no DVC remote named labs here (its remotes: lab, other); add it with `dvc remote "
+     "add NAME URL`"),
+    ("lab", "", "make pull: no DVC remote named lab here (it has none); add it with `dvc remote "
+     "add NAME URL`")])
+def test_a_missing_remote_is_one_line_before_the_pull(root: Path, tools, capsys,
+                                                      remote: str | None, listed: str,
+                                                      line: str) -> None:
+    tools["remote"] = (0, listed, "")
+    assert dvc_pull.main(["--root", str(root), *(["--remote", remote] if remote else [])]) == 2
+    assert names(tools["calls"]) == [["dvc", "remote", "list"]]
     assert capsys.readouterr().err == line + "\n"
+
+
+def test_a_failed_pull_or_remote_list_is_one_line_and_touches_nothing(root: Path, tools,
+                                                                      capsys) -> None:
+    tools["pull"] = (1, "", "")  # DVC's own words went to the terminal
+    assert dvc_pull.main(["--root", str(root), "--remote", "other"]) == 2
+    assert names(tools["calls"])[-1] == ["dvc", "pull", "--remote", "other"]
+    assert capsys.readouterr().err == ("make pull: `dvc pull --remote other` failed (DVC's words "
+                                       "above); nothing was marked up to date\n")
+    tools["remote"] = (251, "", "ERROR: you are not inside of a DVC repository\n")
+    assert dvc_pull.main(["--root", str(root)]) == 2
+    assert capsys.readouterr().err == ("make pull: `dvc remote list` failed: you are not inside "
+                                       "of a DVC repository\n")
+    assert not any("--touch" in cmd for cmd in tools["calls"])
 
 
 def test_an_unreadable_status_or_a_failed_touch_is_one_line(root: Path, tools, capsys) -> None:

@@ -24,7 +24,6 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_REMOTE = "no default remote set"
 
 
 class PullError(Exception):
@@ -66,20 +65,34 @@ def stage_targets(root: Path) -> dict[str, list[str]]:
     return found
 
 
+def remotes(root: Path) -> tuple[list[str], str | None]:
+    """The DVC remotes `dvc remote list` names, and the default one (None: none is)."""
+    done = subprocess.run([tool("dvc"), "remote", "list"], cwd=root, env=environment(root),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
+        raise PullError(f"`dvc remote list` failed: {lines[-1].removeprefix('ERROR: ')}")
+    rows = [line.split() for line in done.stdout.splitlines() if line.strip()]
+    default = next((row[0] for row in rows if row[-1] == "(default)"), None)
+    return [row[0] for row in rows], default
+
+
 def pull(root: Path, remote: str | None) -> None:
-    """`dvc pull` (from `remote`, else the default one); its error in one line."""
-    cmd = [tool("dvc"), "pull", *(["--remote", remote] if remote else [])]
-    done = subprocess.run(cmd, cwd=root, env=environment(root), capture_output=True, text=True)
-    if done.returncode == 0:
-        return
-    said = (done.stderr + done.stdout).strip().splitlines()
-    if any(NO_REMOTE in line for line in said):
+    """`dvc pull` from `remote`, else the default one, its progress on the terminal (a remote
+    of checkpoints can take minutes); a missing remote in one line before it starts."""
+    names, default = remotes(root)
+    if remote is not None and remote not in names:
+        raise PullError(f"no DVC remote named {remote} here "
+                        f"({'its remotes: ' + ', '.join(names) if names else 'it has none'}); "
+                        "add it with `dvc remote add NAME URL`")
+    if remote is None and default is None:
         raise PullError("no DVC remote to pull from: name the one the runs were pushed to "
                         "(`make pull REMOTE=NAME`), or set a default (`dvc remote add -d NAME "
                         "URL`)")
-    errors = [line for line in said if line.startswith("ERROR:")] or said or ["(no output)"]
-    raise PullError(f"`{' '.join(cmd[1:])}` failed: {errors[0].removeprefix('ERROR: ')}; "
-                    "nothing was marked up to date")
+    cmd = [tool("dvc"), "pull", *(["--remote", remote] if remote else [])]
+    if subprocess.run(cmd, cwd=root, env=environment(root)).returncode != 0:
+        raise PullError(f"`dvc {' '.join(cmd[1:])}` failed (DVC's words above); nothing was "
+                        "marked up to date")
 
 
 def changed(root: Path) -> dict[str, Any]:
