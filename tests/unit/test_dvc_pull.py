@@ -97,20 +97,32 @@ def test_nothing_is_touched_when_every_stage_differs(root: Path, tools) -> None:
     assert not any("--touch" in cmd for cmd in tools["calls"])
 
 
+def test_without_a_remote_this_clones_cache_is_checked_out(root: Path, tools, capsys) -> None:
+    """Back at an earlier commit (`git checkout REV`): its runs are in this clone's DVC cache."""
+    tools["remote"] = (0, "lab\t/shared/dvc\n", "")  # a remote, but no default one
+    tools["checkout"] = (0, "", "")
+    assert dvc_pull.main(["--root", str(root)]) == 0
+    assert names(tools["calls"])[:3] == [["dvc", "remote", "list"], ["dvc", "checkout"],
+                                         ["dvc", "status", "--json"]]
+    tools["remote"], tools["checkout"] = (0, "", ""), (255, "", "")
+    assert dvc_pull.main(["--root", str(root)]) == 2
+    assert names(tools["calls"])[-1] == ["dvc", "checkout"]
+    assert capsys.readouterr().err == (
+        "make pull: `dvc checkout` failed (DVC's words above): this clone's DVC cache lacks those "
+        "files and no DVC remote is set to pull them from; name the one the runs were pushed to "
+        "(`make pull REMOTE=NAME`), or set a default (`dvc remote add -d NAME URL`)\n")
+
+
 @pytest.mark.parametrize("remote, listed, line", [
-    (None, "lab\t/shared/dvc\n",
-     "make pull: no DVC remote to pull from: name the one the runs were pushed to (`make pull "
-     "REMOTE=NAME`), or set a default (`dvc remote add -d NAME URL`)"),
     ("labs", "lab\t/shared/dvc\t(default)\nother\ts3://b\n",
      "make pull: no DVC remote named labs here (its remotes: lab, other); add it with `dvc remote "
      "add NAME URL`"),
     ("lab", "", "make pull: no DVC remote named lab here (it has none); add it with `dvc remote "
      "add NAME URL`")])
-def test_a_missing_remote_is_one_line_before_the_pull(root: Path, tools, capsys,
-                                                      remote: str | None, listed: str,
-                                                      line: str) -> None:
+def test_a_missing_remote_is_one_line_before_the_pull(root: Path, tools, capsys, remote: str,
+                                                      listed: str, line: str) -> None:
     tools["remote"] = (0, listed, "")
-    assert dvc_pull.main(["--root", str(root), *(["--remote", remote] if remote else [])]) == 2
+    assert dvc_pull.main(["--root", str(root), "--remote", remote]) == 2
     assert names(tools["calls"]) == [["dvc", "remote", "list"]]
     assert capsys.readouterr().err == line + "\n"
 

@@ -51,8 +51,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> Path:
     workdir = tmp_path_factory.mktemp("repo")
     for name in ("Snakefile", ".gitignore", ".dvcignore"):
         shutil.copy2(ROOT / name, workdir / name)
-    for name in ("workflow", "wscat"):
-        shutil.copytree(ROOT / name, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("workflow", "wscat", "profiles"):  # profiles/default: a link into workflow/
+        shutil.copytree(ROOT / name, workdir / name, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     (workdir / "params.yaml").write_text(yaml.safe_dump(params(), sort_keys=False))
     dvc = str(BIN / "dvc")
     for step in ([*GIT, "init", "-q"], [dvc, "init", "-q"], [dvc, "config", "core.analytics", "false"],
@@ -215,7 +216,9 @@ def test_pushed_runs_come_back_in_a_fresh_clone_up_to_date(repo: Path, tmp_path:
     """docs/workflow.md ("Sharing runs"): `dvc push` shares every file the table is built from;
     in a fresh `git clone`, `make pull`'s script brings each back bit for bit, Snakemake then has
     nothing to do and `dvc status` is clean, and an edit of one method's params reruns that
-    method's training alone (Snakemake knows the params each pulled job ran with)."""
+    method's training alone (Snakemake knows the params each pulled job ran with). After a new
+    baseline is committed, `git checkout` of the old one and `make pull` put its runs back from
+    the clone's own cache, as they were."""
     dvc, snakemake = str(BIN / "dvc"), str(BIN / "snakemake")
     ok([dvc, "remote", "add", "--local", "shared", str(tmp_path / "remote")], repo, env)
     ok([dvc, "push", "--remote", "shared"], repo, env)
@@ -243,6 +246,21 @@ def test_pushed_runs_come_back_in_a_fresh_clone_up_to_date(repo: Path, tmp_path:
     assert planned_outputs(ok([snakemake, "-n", "--", "results/tables/digits.tex"], clone, env)) \
         == ["results/models/digits/cnn/trades/seed1/best.pt",
             "results/metrics/digits/cnn/trades/seed1.json", "results/tables/digits.tex"]
+
+    # Back at the baseline after a new one: `make pull` with no default remote checks the
+    # baseline's runs out of this clone's own cache.
+    trades = "results/models/digits/cnn/trades/seed1/best.pt"
+    ok([snakemake, "--", "results/tables/digits.tex"], clone, env)
+    ok([dvc, "commit", "--force", "digits"], clone, env)
+    ok([*GIT, "commit", "-q", "-am", "lam 5"], clone, env)
+    assert (clone / trades).read_bytes() != (repo / trades).read_bytes()
+    ok([*GIT, "checkout", "-q", "HEAD~1"], clone, env)
+    back = ok([sys.executable, "workflow/scripts/dvc_pull.py"], clone, env)
+    assert back.splitlines()[-1].startswith("digits: pulled and up to date for Snakemake")
+    assert all((clone / path).read_bytes() == (repo / path).read_bytes() for path in files)
+    assert "Nothing to be done" in ok([snakemake, "-n", "--", "results/tables/digits.tex"],
+                                      clone, env)
+    assert "up to date" in ok([dvc, "status"], clone, env)
 
 
 # --- DVC experiments (last: it changes the workspace) ----------------------------------------------

@@ -1,13 +1,14 @@
 """`make pull`: runs pushed with `dvc push` back from the DVC remote, up to date for Snakemake.
 
-`dvc pull` puts back every output of dvc.yaml's stages (splits, pseudo-labels, checkpoints,
-metrics: workflow/scripts/dvc_yaml.py), but with the times of the copy, in no order, and without
-the records Snakemake keeps of the params each job ran with (.snakemake/ is not shared): a bare
-`snakemake` would then redo jobs whose results are already there, and would not see a later
-edit of params.yaml. So, for each stage whose files and params `dvc status` finds equal to
-dvc.lock's (the state the results were committed in), `snakemake --touch --forceall` marks every
-job of its table done, in the DAG's order, and records the params it ran with. A stage that
-differs is left alone and named, with what differs.
+`dvc pull` (or, where no DVC remote is set, `dvc checkout` from this clone's own cache: back at
+an earlier commit after `git checkout REV`) puts back every output of dvc.yaml's stages (splits,
+pseudo-labels, checkpoints, metrics: workflow/scripts/dvc_yaml.py), but with the times of the
+copy, in no order, and without the records Snakemake keeps of the params each job ran with
+(.snakemake/ is not shared): a bare `snakemake` would then redo jobs whose results are already
+there, and would not see a later edit of params.yaml. So, for each stage whose files and params
+`dvc status` finds equal to dvc.lock's (the state the results were committed in), `snakemake
+--touch --forceall` marks every job of its table done, in the DAG's order, and records the
+params it ran with. A stage that differs is left alone and named, with what differs.
 
     python workflow/scripts/dvc_pull.py [--remote NAME]    # make pull [REMOTE=NAME]
 """
@@ -79,16 +80,21 @@ def remotes(root: Path) -> tuple[list[str], str | None]:
 
 def pull(root: Path, remote: str | None) -> None:
     """`dvc pull` from `remote`, else the default one, its progress on the terminal (a remote
-    of checkpoints can take minutes); a missing remote in one line before it starts."""
+    of checkpoints can take minutes); a remote named but missing in one line before it starts.
+    With no remote at all, `dvc checkout` from this clone's cache (an earlier commit's runs)."""
     names, default = remotes(root)
     if remote is not None and remote not in names:
         raise PullError(f"no DVC remote named {remote} here "
                         f"({'its remotes: ' + ', '.join(names) if names else 'it has none'}); "
                         "add it with `dvc remote add NAME URL`")
-    if remote is None and default is None:
-        raise PullError("no DVC remote to pull from: name the one the runs were pushed to "
-                        "(`make pull REMOTE=NAME`), or set a default (`dvc remote add -d NAME "
-                        "URL`)")
+    if remote is None and default is None:  # this clone's own cache: after `git checkout REV`
+        if subprocess.run([tool("dvc"), "checkout"], cwd=root, env=environment(root)
+                          ).returncode != 0:
+            raise PullError("`dvc checkout` failed (DVC's words above): this clone's DVC cache "
+                            "lacks those files and no DVC remote is set to pull them from; name "
+                            "the one the runs were pushed to (`make pull REMOTE=NAME`), or set a "
+                            "default (`dvc remote add -d NAME URL`)")
+        return
     cmd = [tool("dvc"), "pull", *(["--remote", remote] if remote else [])]
     if subprocess.run(cmd, cwd=root, env=environment(root)).returncode != 0:
         raise PullError(f"`dvc {' '.join(cmd[1:])}` failed (DVC's words above); nothing was "
