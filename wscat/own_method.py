@@ -138,6 +138,15 @@ def _where(error: BaseException, path: Path) -> str:
     return f" ({path} line {lines[-1]})" if lines else ""
 
 
+def _compiled(path: Path) -> Any:
+    """The file's code compiled from its text now. Python's own loader would take a .pyc in
+    __pycache__ whose recorded time (whole seconds) and size match: a file edited within the
+    second of an earlier import, to the same length (`version = 1` -> `2`), would run its old
+    code under the new content's digest. Its own imports go through Python's loader, which
+    wscat keeps from writing their .pyc (`load`)."""
+    return compile(path.read_bytes(), str(path.resolve()), "exec", dont_inherit=True)
+
+
 def load(objective: str) -> type:
     """The class FILE.py:Class names, imported from the file (once a process for each content),
     with the file's folder and the folder you run in on sys.path, in every process alike: one
@@ -160,11 +169,15 @@ def load(objective: str) -> type:
         raise ValueError(f"{path}: not a Python file that can be imported")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look their module up there
+    writes = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # no .pyc of your files from us (see _compiled)
     try:
-        spec.loader.exec_module(module)
+        exec(_compiled(path), module.__dict__)
     except Exception as error:  # the user's file: any error it raises is its own
         del sys.modules[module_name]
         raise OwnMethodError(f"{path} does not import: {_raised(error, path)}") from error
+    finally:
+        sys.dont_write_bytecode = writes
     cls = getattr(module, name, None)
     if cls is Method:
         raise ValueError(f"{path}:{name} is wscat's base class, imported; name your subclass "

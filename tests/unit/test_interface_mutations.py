@@ -342,14 +342,19 @@ METHOD = ("import torch\n"
           "        return torch.ones((), requires_grad=True), {{}}\n")
 
 
-def test_an_edited_file_loads_as_its_new_class_in_its_own_module(here: Path) -> None:
+def test_an_edited_file_loads_as_its_new_class_in_its_own_module(
+        here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """load: once a process for each content, its module in sys.modules (where dataclasses and
-    pickling look it up)."""
+    pickling look it up). The edit comes within the second and keeps the length, which Python's
+    own loader would not notice: it ran the first version's .pyc (with bytecode written, as
+    where PYTHONDONTWRITEBYTECODE is unset), and wscat writes no .pyc of your files."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
     _write(here, {"m.py": METHOD.format(version=1)})
     first = own_method.load("m.py:Mine")
     _write(here, {"m.py": METHOD.format(version=2)})
     second = own_method.load("m.py:Mine")
     assert (first.version, second.version) == (1, 2)
+    assert not (here / "__pycache__").exists() and sys.dont_write_bytecode is False
     assert first.__module__ != second.__module__
     assert sys.modules[first.__module__].Mine is first
     assert sys.modules[second.__module__].Mine is second
