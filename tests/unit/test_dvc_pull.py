@@ -5,9 +5,10 @@ pushed tiny run). From the script's docstring and docs/workflow.md ("Sharing run
 on the terminal; then the stages that `dvc status` finds equal to dvc.lock are marked up to date
 in one `snakemake --touch --forceall` call on their targets together (a call per stage would make
 the runs two stages share newer than the first one's table); a stage that differs is named with
-what differs (the params' names, else the files'), not touched, exit 1; no such remote, a failed
-pull, an unreadable status or a dvc.yaml without a Snakemake stage: one line, exit 2, nothing
-touched; every profile records checksums past the largest checkpoint."""
+what differs (the params' names, else the files'), not touched, exit 1, and so is a stage whose
+DAG reads an output of a differing stage (its DAG read only then); no such remote, a failed pull,
+an unreadable status or a dvc.yaml without a Snakemake stage: one line, exit 2, nothing touched;
+every profile records checksums past the largest checkpoint."""
 from __future__ import annotations
 
 import json
@@ -88,6 +89,30 @@ def test_a_stage_that_differs_is_named_and_left_alone(root: Path, tools, capsys)
                       "methods.trades, evaluation and 1 more; changed outs "
                       "results/models/a/best.pt); `dvc status digits-b` says how; make them equal "
                       "(e.g. `git checkout params.yaml`) and run make pull again")
+
+
+def test_a_stage_reading_a_differing_stages_file_is_left_alone(tmp_path: Path, tools, capsys,
+                                                               monkeypatch) -> None:
+    """Runs two tables share are the first stage's outputs only: a second stage whose DAG reads
+    one of them is not marked up to date while the first differs (its file may be stale)."""
+    stages = {"a": {"cmd": "snakemake --cores 2 -- a.tex", "outs": [{"a.tex": {}}, "shared.pt"],
+                    "metrics": [{"a.json": {}}]},
+              "b": {"cmd": "snakemake --cores 2 -- b.tex", "outs": [{"b.tex": {}}]},
+              "c": {"cmd": "snakemake --cores 2 -- c.tex", "outs": [{"c.tex": {}}]}}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    dags = {"b.tex": {"b.tex", "shared.pt"}, "c.tex": {"c.tex", "c.pt"}}
+    asked = []
+    monkeypatch.setattr(dvc_pull, "dag_files", lambda root, targets: asked.append(targets) or
+                        set().union(*(dags[target] for target in targets)))
+    tools["status"] = (0, json.dumps({"a": [{"changed outs": {"shared.pt": "modified"}}]}), "")
+    assert dvc_pull.main(["--root", str(tmp_path)]) == 1
+    assert asked == [["b.tex"], ["c.tex"]]
+    assert names(tools["calls"])[-1][-2:] == ["--", "c.tex"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "b: left alone, it reads shared.pt, an output of stage a, which differs"
+    assert out[2].startswith("c: pulled and up to date")
+    tools["status"] = (0, "{}", "")  # nothing differs: no DAG is read
+    assert dvc_pull.main(["--root", str(tmp_path)]) == 0 and len(asked) == 2
 
 
 def test_nothing_is_touched_when_every_stage_differs(root: Path, tools) -> None:

@@ -8,7 +8,9 @@ copy, in no order, and without the records Snakemake keeps of the params each jo
 there, and would not see a later edit of params.yaml. So, for each stage whose files and params
 `dvc status` finds equal to dvc.lock's (the state the results were committed in), `snakemake
 --touch --forceall` marks every job of its table done, in the DAG's order, and records the
-params it ran with. A stage that differs is left alone and named, with what differs.
+params it ran with. A stage that differs is left alone and named, with what differs, and so is a
+stage whose table reads a file of a differing stage (runs two tables share are the first stage's
+outputs).
 
     python workflow/scripts/dvc_pull.py [--remote NAME]    # make pull [REMOTE=NAME]
 """
@@ -20,7 +22,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -38,12 +40,20 @@ def tool(name: str) -> str:
 
 
 def environment(root: Path) -> dict[str, str]:
+    """The environment DVC and Snakemake run in: a writable cache folder, no DVC analytics."""
     return {**os.environ, "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(root / ".cache")),
             "DVC_NO_ANALYTICS": "1"}
 
 
-def stage_targets(root: Path) -> dict[str, list[str]]:
-    """{stage: the Snakemake targets of its command} of dvc.yaml's experiment stages."""
+class Stage(NamedTuple):
+    """A dvc.yaml stage that runs Snakemake: the targets of its command, its outputs."""
+
+    targets: list[str]
+    outs: set[str]
+
+
+def read_stages(root: Path) -> dict[str, Stage]:
+    """dvc.yaml's stages that run Snakemake (not its fetch-<dataset> stages)."""
     path = root / "dvc.yaml"
     if not path.is_file():
         raise PullError(f"no dvc.yaml in {root}: run it in the repository's root folder")
@@ -59,7 +69,9 @@ def stage_targets(root: Path) -> dict[str, list[str]]:
     for name, stage in stages.items():
         cmd = str(stage.get("cmd", "")) if isinstance(stage, dict) else ""
         if cmd.startswith("snakemake ") and " -- " in cmd:
-            found[str(name)] = cmd.split(" -- ", 1)[1].split()
+            outs = {str(path) for key in ("outs", "metrics") for entry in stage.get(key) or []
+                    for path in (entry if isinstance(entry, dict) else [entry])}
+            found[str(name)] = Stage(cmd.split(" -- ", 1)[1].split(), outs)
     if not found:
         raise PullError(f"{path} has no stage that runs Snakemake; regenerate it with "
                         "`.venv/bin/python workflow/scripts/dvc_yaml.py`")
@@ -131,6 +143,15 @@ def difference(entries: Any) -> str:
     return "; ".join(parts) or "changed"
 
 
+def dag_files(root: Path, targets: list[str]) -> set[str]:
+    """Every file Snakemake's DAG makes for `targets` (dvc_yaml's reading of `--summary`)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from workflow.scripts.dvc_yaml import snakemake_outputs
+
+    return {path for path, _ in snakemake_outputs(root, targets)}
+
+
 def touch(root: Path, targets: list[str]) -> None:
     """Mark every job of `targets` done, in the DAG's order, with the params it ran with."""
     cmd = [tool("snakemake"), "--touch", "--forceall", "--cores", "1", "--quiet", "all",
@@ -143,24 +164,30 @@ def touch(root: Path, targets: list[str]) -> None:
 
 
 def run(root: Path, remote: str | None) -> int:
-    """Pull, then mark up to date the stages that equal dvc.lock; 0 when every stage did. One
-    Snakemake call for all of them: stages share runs, and a second call would make the shared
-    files newer than the first stage's table."""
-    stages = stage_targets(root)
+    """Pull, then mark up to date the stages that equal dvc.lock and read no file of a stage
+    that differs (an output belongs to one stage: runs two tables share are the first one's);
+    0 when every stage was. One Snakemake call for all of them: a second call would make the
+    files two stages share newer than the first one's table."""
+    stages = read_stages(root)
     pull(root, remote)
     status = changed(root)
-    equal = [name for name in stages if name not in status]
+    why = {name: f"it differs from dvc.lock ({difference(status[name])}); `dvc status {name}` "
+                 "says how; make them equal (e.g. `git checkout params.yaml`) and run make pull "
+                 "again" for name in stages if name in status}
+    differing = {path: name for name in why for path in stages[name].outs}
+    for name in [name for name in stages if name not in why] if differing else []:
+        shared = sorted(dag_files(root, stages[name].targets) & set(differing))
+        if shared:
+            why[name] = (f"it reads {shared[0]}, an output of stage {differing[shared[0]]}, "
+                         "which differs")
+    equal = [name for name in stages if name not in why]
     if equal:
-        touch(root, [target for name in equal for target in stages[name]])
-    for name in stages:
-        if name in equal:
-            print(f"{name}: pulled and up to date for Snakemake (`snakemake -n -- "
-                  f"{' '.join(stages[name])}` has nothing to do)")
-        else:
-            print(f"{name}: left alone, it differs from dvc.lock ({difference(status[name])}); "
-                  f"`dvc status {name}` says how; make them equal (e.g. `git checkout params.yaml`) and "
-                  "run make pull again")
-    return 0 if len(equal) == len(stages) else 1
+        touch(root, [target for name in equal for target in stages[name].targets])
+    for name, stage in stages.items():
+        print(f"{name}: left alone, {why[name]}" if name in why else
+              f"{name}: pulled and up to date for Snakemake (`snakemake -n -- "
+              f"{' '.join(stage.targets)}` has nothing to do)")
+    return 1 if why else 0
 
 
 def main(argv: list[str] | None = None) -> int:
