@@ -19,6 +19,7 @@ import re
 import sys
 import traceback
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 from wscat.errors import first_line
@@ -138,7 +139,7 @@ def _where(error: BaseException, path: Path) -> str:
     return f" ({path} line {lines[-1]})" if lines else ""
 
 
-def _compiled(path: Path) -> Any:
+def _compiled(path: Path) -> CodeType:
     """The file's code compiled from its text now. Python's own loader would take a .pyc in
     __pycache__ whose recorded time (whole seconds) and size match: a file edited within the
     second of an earlier import, to the same length (`version = 1` -> `2`), would run its old

@@ -175,8 +175,8 @@ def test_an_unreadable_status_or_a_failed_touch_is_one_line(root: Path, tools, c
     tools["touch"] = (1, "", "Building DAG of jobs...\nMissingInputException: x.npz\n")
     assert dvc_pull.main(["--root", str(root)]) == 2
     assert capsys.readouterr().err == (
-        "make pull: `snakemake --touch --forceall -- results/tables/digits.tex results/tables/b.tex "
-        "x.tex` failed: MissingInputException: x.npz\n")
+        "make pull: `snakemake --touch --forceall -- results/tables/digits.tex "
+        "results/tables/b.tex x.tex` failed: MissingInputException: x.npz\n")
 
 
 @pytest.mark.parametrize("text, why", [

@@ -173,7 +173,8 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
     # it and `make pull` (workflow/scripts/dvc_pull.py) brings it back. An archive is a fetch
     # stage's, and an output belongs to one stage only: runs shared with an earlier experiment
     # stay there.
-    tables = sorted(path for path, rule in outputs if rule == "table" and not path.endswith(".json"))
+    tables = sorted(path for path, rule in outputs
+                    if rule == "table" and not path.endswith(".json"))
     summary = [path for path, rule in outputs if rule == "table" and path.endswith(".json")]
     built = sorted({path for path, rule in outputs if rule != "table"
                     and not rule.startswith("fetch_") and path not in claimed})
