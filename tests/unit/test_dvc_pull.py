@@ -1,14 +1,16 @@
 """workflow/scripts/dvc_pull.py (`make pull`), with `dvc` and `snakemake` stood in for by a
 recorder of the commands it is given (tests/workflow/test_ecosystem_run.py runs the real ones on a
-pushed tiny run). From the script's docstring and docs/workflow.md ("Sharing runs"): the remote
-(--remote NAME, else the default) is checked before anything runs; `dvc pull` shows its progress
-on the terminal; then the stages that `dvc status` finds equal to dvc.lock are marked up to date
-in one `snakemake --touch --forceall` call on their targets together (a call per stage would make
-the runs two stages share newer than the first one's table); a stage that differs is named with
-what differs (the params' names, else the files'), not touched, exit 1, and so is a stage whose
-DAG reads an output of a differing stage (its DAG read only then); no such remote, a failed pull,
-an unreadable status or a dvc.yaml without a Snakemake stage: one line, exit 2, nothing touched;
-every profile records checksums past the largest checkpoint."""
+pushed tiny run). From the script's docstring and docs/workflow.md ("Sharing runs"): before
+anything is pulled, a missing dvc.lock, a params.yaml wscat refuses, Snakemake's lock and a
+missing remote are one line, exit 2; `dvc status` then decides: a stage whose params or code
+differ from dvc.lock is neither pulled nor touched and is named with what differs and what to do
+(exit 1), a stage never recorded is named (exit 0); the others are pulled by name (no name: no
+pull, which would take every stage), `dvc pull`'s progress on the terminal, or checked out of the
+clone's cache where no default remote is set; those equal to dvc.lock after it, and reading no
+file of a stage left alone (its DAG read only then), are marked up to date in one `snakemake
+--touch --forceall` call (a call per stage would make the runs two stages share newer than the
+first one's table), whose error line is Snakemake's own; every profile records checksums past the
+largest checkpoint."""
 from __future__ import annotations
 
 import json
@@ -23,28 +25,40 @@ from workflow.scripts import dvc_pull
 
 TABLES = {"digits": "snakemake --cores 2 -- results/tables/digits.tex",
           "digits-b": "snakemake --cores 4 --resources gpu=1 -- results/tables/b.tex x.tex"}
+ROOT = Path(dvc_pull.ROOT)
+
+
+def workspace(path: Path, stages: dict[str, dict], recorded: list[str]) -> Path:
+    """dvc.yaml with `stages`, dvc.lock recording `recorded`, the repository's params.yaml."""
+    (path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    (path / "dvc.lock").write_text(yaml.safe_dump(
+        {"schema": "2.0", "stages": {name: {"cmd": "x"} for name in recorded}}))
+    (path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    return path
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     stages = {"fetch-cifar10": {"cmd": "wscat fetch --dataset cifar10"},
               **{name: {"cmd": cmd} for name, cmd in TABLES.items()}}
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
-    return tmp_path
+    return workspace(tmp_path, stages, ["fetch-cifar10", *TABLES])
 
 
 @pytest.fixture
 def tools(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """What `dvc pull` and `dvc status --json` answer (editable), and every command run."""
+    """What each `dvc` call answers (editable; `status` a list: before the pull, after it), and
+    every command run."""
     said: dict[str, Any] = {"remote": (0, "lab\t/shared/dvc\t(default)\nother\ts3://b\n", ""),
-                            "pull": (0, "", ""), "status": (0, "{}", ""), "touch": (0, "", ""),
-                            "calls": []}
+                            "pull": (0, "", ""), "checkout": (0, "", ""),
+                            "status": [(0, "{}", ""), (0, "{}", "")], "touch": (0, "", ""),
+                            "calls": [], "kwargs": []}
 
     def run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
         said["calls"].append(cmd)
-        said.setdefault("kwargs", []).append(kwargs)
+        said["kwargs"].append(kwargs)
         key = "touch" if "--touch" in cmd else cmd[1]
-        code, out, err = said[key]
+        answer = said[key]
+        code, out, err = answer.pop(0) if isinstance(answer, list) else answer
         return subprocess.CompletedProcess(cmd, code, out, err)
 
     monkeypatch.setattr(dvc_pull.subprocess, "run", run)
@@ -55,14 +69,18 @@ def names(calls: list[list[str]]) -> list[list[str]]:
     return [[Path(cmd[0]).name, *cmd[1:]] for cmd in calls]
 
 
+STATUS = ["dvc", "status", "--json"]
+ALL = ["digits", "digits-b", "fetch-cifar10"]
+TOUCH = ["snakemake", "--touch", "--forceall", "--cores", "1", "--"]
+
+
 def test_every_stage_equal_is_touched_in_one_call_after_the_pull(root: Path, tools, capsys) -> None:
     assert dvc_pull.main(["--root", str(root)]) == 0
     assert names(tools["calls"]) == [
-        ["dvc", "remote", "list"], ["dvc", "pull"], ["dvc", "status", "--json"],
-        ["snakemake", "--touch", "--forceall", "--cores", "1", "--quiet", "all", "--",
-         "results/tables/digits.tex", "results/tables/b.tex", "x.tex"]]
+        STATUS, ["dvc", "remote", "list"], ["dvc", "pull", *ALL], STATUS,
+        [*TOUCH, "results/tables/digits.tex", "results/tables/b.tex", "x.tex"]]
     # dvc pull's progress reaches the terminal (a remote of checkpoints can take minutes)
-    assert "capture_output" not in tools["kwargs"][1] and "stdout" not in tools["kwargs"][1]
+    assert "capture_output" not in tools["kwargs"][2] and "stdout" not in tools["kwargs"][2]
     out = capsys.readouterr().out.splitlines()
     assert out == [
         "digits: pulled and up to date for Snakemake (`snakemake -n -- results/tables/digits.tex` "
@@ -71,45 +89,98 @@ def test_every_stage_equal_is_touched_in_one_call_after_the_pull(root: Path, too
         "x.tex` has nothing to do)"]
 
 
+def test_a_fresh_clones_missing_files_are_pulled(root: Path, tools) -> None:
+    """In a fresh clone DVC reports every output `not in cache`; `deleted` where the cache has
+    it: both are only missing."""
+    tools["status"][0] = (0, json.dumps({"digits": [{"changed outs": {"a.pt": "not in cache",
+                                                                      "b.pt": "deleted"}}]}), "")
+    assert dvc_pull.main(["--root", str(root)]) == 0
+    assert names(tools["calls"])[2] == ["dvc", "pull", *ALL]
+
+
 def test_the_remote_named_is_pulled_from(root: Path, tools) -> None:
     assert dvc_pull.main(["--root", str(root), "--remote", "other"]) == 0
-    assert names(tools["calls"])[1] == ["dvc", "pull", "--remote", "other"]
+    assert names(tools["calls"])[2] == ["dvc", "pull", "--remote", "other", *ALL]
 
 
-def test_a_stage_that_differs_is_named_and_left_alone(root: Path, tools, capsys) -> None:
-    tools["status"] = (0, json.dumps({"digits-b": [
+def test_a_stage_whose_params_or_code_differ_is_neither_pulled_nor_touched(root: Path, tools,
+                                                                          capsys) -> None:
+    """Its files would be the commit's, its Snakemake records this workspace's params: left as
+    they are, and named with what differs (the params' names, else the files')."""
+    tools["status"][0] = (0, json.dumps({"digits-b": [
         {"changed deps": {"params.yaml": {"methods.trades": "modified", "evaluation": "modified",
                                           "validation": "modified"}}},
         {"changed outs": {"results/models/a/best.pt": "deleted"}}]}), "")
     assert dvc_pull.main(["--root", str(root)]) == 1
+    assert names(tools["calls"])[2] == ["dvc", "pull", "digits", "fetch-cifar10"]
     assert names(tools["calls"])[-1][-2:] == ["--", "results/tables/digits.tex"]
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("digits: pulled and up to date")
     assert out[1] == ("digits-b: left alone, it differs from dvc.lock (changed deps "
                       "methods.trades, evaluation and 1 more; changed outs "
-                      "results/models/a/best.pt); `dvc status digits-b` says how; make them equal "
-                      "(e.g. `git checkout params.yaml`) and run make pull again")
+                      "results/models/a/best.pt): this workspace's params or code are not those "
+                      "the runs were made with; put them back (e.g. `git checkout params.yaml`) "
+                      "or rebuild them (`dvc repro digits-b`)")
 
 
-def test_a_stage_reading_a_differing_stages_file_is_left_alone(tmp_path: Path, tools, capsys,
-                                                               monkeypatch) -> None:
+def test_outputs_that_differ_are_pulled_dvc_keeps_unsaved_ones(root: Path, tools,
+                                                                capsys) -> None:
+    """Another commit's files (back at an earlier baseline) are DVC's to replace from its cache;
+    a file of yours it never cached it refuses to overwrite, and the pull stops, saying what to
+    do."""
+    tools["status"][0] = (0, json.dumps({"digits": [{"changed outs": {
+        "results/tables/digits.tex": "modified", "a.pt": "deleted", "c.pt": "new"}}]}), "")
+    assert dvc_pull.main(["--root", str(root)]) == 0
+    assert names(tools["calls"])[2] == ["dvc", "pull", *ALL]
+    tools["status"] = (0, "{}", "")
+    tools["pull"] = (1, "", "")
+    assert dvc_pull.main(["--root", str(root)]) == 2
+    assert capsys.readouterr().err == (
+        "make pull: `dvc pull` failed (DVC's words above; where they name unsaved files of yours, "
+        "`dvc commit` keeps them, `dvc checkout --force` drops them); nothing was marked up to "
+        "date\n")
+
+
+def test_a_stage_never_recorded_is_named_not_a_failure(tmp_path: Path, tools, capsys) -> None:
+    workspace(tmp_path, {name: {"cmd": cmd} for name, cmd in TABLES.items()}, ["digits"])
+    assert dvc_pull.main(["--root", str(tmp_path)]) == 0
+    assert names(tools["calls"])[2] == ["dvc", "pull", "digits"]
+    assert names(tools["calls"])[-1][-2:] == ["--", "results/tables/digits.tex"]
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "digits-b: left alone, never recorded in dvc.lock (not built, or not committed, where it "
+        "was pushed from): `dvc repro digits-b` builds it")
+
+
+def test_a_stage_that_differs_after_the_pull_is_not_touched(root: Path, tools, capsys) -> None:
+    tools["status"][1] = (0, json.dumps({"digits": [{"changed outs": {"a.pt": "deleted"}}]}), "")
+    assert dvc_pull.main(["--root", str(root)]) == 1
+    assert names(tools["calls"])[-1][-3:] == ["--", "results/tables/b.tex", "x.tex"]
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "digits: left alone, it differs from dvc.lock after the pull (changed outs a.pt): files "
+        "DVC does not cache, the table's (git's), are not the commit's; `git checkout` them back, "
+        "or `dvc commit digits` records them")
+
+
+def test_a_stage_reading_a_left_stages_file_is_left_alone(tmp_path: Path, tools, capsys,
+                                                          monkeypatch) -> None:
     """Runs two tables share are the first stage's outputs only: a second stage whose DAG reads
-    one of them is not marked up to date while the first differs (its file may be stale)."""
+    one of them is not marked up to date while the first is left alone (its file may be stale);
+    the DAGs are read only then."""
     stages = {"a": {"cmd": "snakemake --cores 2 -- a.tex", "outs": [{"a.tex": {}}, "shared.pt"],
                     "metrics": [{"a.json": {}}]},
               "b": {"cmd": "snakemake --cores 2 -- b.tex", "outs": [{"b.tex": {}}]},
               "c": {"cmd": "snakemake --cores 2 -- c.tex", "outs": [{"c.tex": {}}]}}
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    workspace(tmp_path, stages, ["a", "b", "c"])
     dags = {"b.tex": {"b.tex", "shared.pt"}, "c.tex": {"c.tex", "c.pt"}}
     asked = []
     monkeypatch.setattr(dvc_pull, "dag_files", lambda root, targets: asked.append(targets) or
                         set().union(*(dags[target] for target in targets)))
-    tools["status"] = (0, json.dumps({"a": [{"changed outs": {"shared.pt": "modified"}}]}), "")
+    tools["status"] = (0, json.dumps({"a": [{"changed deps": {"wscat": "modified"}}]}), "")
     assert dvc_pull.main(["--root", str(tmp_path)]) == 1
     assert asked == [["b.tex"], ["c.tex"]]
     assert names(tools["calls"])[-1][-2:] == ["--", "c.tex"]
     out = capsys.readouterr().out.splitlines()
-    assert out[1] == "b: left alone, it reads shared.pt, an output of stage a, which differs"
+    assert out[1] == "b: left alone, it reads shared.pt, an output of stage a, which is left alone"
     assert out[2].startswith("c: pulled and up to date")
     tools["status"] = (0, "{}", "")  # nothing differs: no DAG is read
     assert dvc_pull.main(["--root", str(tmp_path)]) == 0 and len(asked) == 2
@@ -120,22 +191,30 @@ def test_nothing_is_touched_when_every_stage_differs(root: Path, tools) -> None:
                                       for name in TABLES}), "")
     assert dvc_pull.main(["--root", str(root)]) == 1
     assert not any("--touch" in cmd for cmd in tools["calls"])
+    # nothing to pull: no `dvc pull` (with no target it would take every stage)
+    assert names(tools["calls"])[1:] == [["dvc", "remote", "list"],
+                                         ["dvc", "pull", "fetch-cifar10"], STATUS]
+    tools["calls"].clear()
+    workspace(root, {name: {"cmd": cmd} for name, cmd in TABLES.items()}, list(TABLES))
+    assert dvc_pull.main(["--root", str(root)]) == 1
+    assert names(tools["calls"]) == [STATUS, STATUS]
 
 
 def test_without_a_remote_this_clones_cache_is_checked_out(root: Path, tools, capsys) -> None:
     """Back at an earlier commit (`git checkout REV`): its runs are in this clone's DVC cache."""
     tools["remote"] = (0, "lab\t/shared/dvc\n", "")  # a remote, but no default one
-    tools["checkout"] = (0, "", "")
     assert dvc_pull.main(["--root", str(root)]) == 0
-    assert names(tools["calls"])[:3] == [["dvc", "remote", "list"], ["dvc", "checkout"],
-                                         ["dvc", "status", "--json"]]
+    assert names(tools["calls"])[1:4] == [["dvc", "remote", "list"], ["dvc", "checkout", *ALL],
+                                          STATUS]
     tools["remote"], tools["checkout"] = (0, "", ""), (255, "", "")
+    tools["status"] = (0, "{}", "")
     assert dvc_pull.main(["--root", str(root)]) == 2
-    assert names(tools["calls"])[-1] == ["dvc", "checkout"]
+    assert names(tools["calls"])[-1] == ["dvc", "checkout", *ALL]
     assert capsys.readouterr().err == (
         "make pull: `dvc checkout` failed (DVC's words above): this clone's DVC cache lacks those "
-        "files and no DVC remote is set to pull them from; name the one the runs were pushed to "
-        "(`make pull REMOTE=NAME`), or set a default (`dvc remote add -d NAME URL`)\n")
+        "files, or they would overwrite unsaved files of yours (`dvc commit` keeps them); no DVC "
+        "remote is set to pull from: name the one the runs were pushed to (`make pull "
+        "REMOTE=NAME`), or set a default (`dvc remote add -d NAME URL`)\n")
 
 
 @pytest.mark.parametrize("remote, listed, line", [
@@ -148,17 +227,17 @@ def test_a_missing_remote_is_one_line_before_the_pull(root: Path, tools, capsys,
                                                       listed: str, line: str) -> None:
     tools["remote"] = (0, listed, "")
     assert dvc_pull.main(["--root", str(root), "--remote", remote]) == 2
-    assert names(tools["calls"]) == [["dvc", "remote", "list"]]
+    assert names(tools["calls"]) == [STATUS, ["dvc", "remote", "list"]]
     assert capsys.readouterr().err == line + "\n"
 
 
 def test_a_failed_pull_or_remote_list_is_one_line_and_touches_nothing(root: Path, tools,
                                                                       capsys) -> None:
+    tools["status"] = (0, "{}", "")
     tools["pull"] = (1, "", "")  # DVC's own words went to the terminal
     assert dvc_pull.main(["--root", str(root), "--remote", "other"]) == 2
-    assert names(tools["calls"])[-1] == ["dvc", "pull", "--remote", "other"]
-    assert capsys.readouterr().err == ("make pull: `dvc pull --remote other` failed (DVC's words "
-                                       "above); nothing was marked up to date\n")
+    assert names(tools["calls"])[-1] == ["dvc", "pull", "--remote", "other", *ALL]
+    assert capsys.readouterr().err.startswith("make pull: `dvc pull` failed (DVC's words above")
     tools["remote"] = (251, "", "ERROR: you are not inside of a DVC repository\n")
     assert dvc_pull.main(["--root", str(root)]) == 2
     assert capsys.readouterr().err == ("make pull: `dvc remote list` failed: you are not inside "
@@ -169,14 +248,45 @@ def test_a_failed_pull_or_remote_list_is_one_line_and_touches_nothing(root: Path
 def test_an_unreadable_status_or_a_failed_touch_is_one_line(root: Path, tools, capsys) -> None:
     tools["status"] = (1, "", "ERROR: unexpected error\n")
     assert dvc_pull.main(["--root", str(root)]) == 2
+    assert names(tools["calls"]) == [STATUS]  # before anything is pulled
     assert capsys.readouterr().err == ("make pull: `dvc status --json` failed: ERROR: unexpected "
                                        "error\n")
     tools["status"] = (0, "{}", "")
-    tools["touch"] = (1, "", "Building DAG of jobs...\nMissingInputException: x.npz\n")
+    tools["touch"] = (1, "", "Using workflow specific profile profiles/default\nBuilding DAG of "
+                      "jobs...\nLockException:\nError: Directory cannot be locked. Please make "
+                      "sure\n  /w\nthe last line\n")
     assert dvc_pull.main(["--root", str(root)]) == 2
     assert capsys.readouterr().err == (
         "make pull: `snakemake --touch --forceall -- results/tables/digits.tex "
-        "results/tables/b.tex x.tex` failed: MissingInputException: x.npz\n")
+        "results/tables/b.tex x.tex` failed: Error: Directory cannot be locked. Please make sure\n")
+    tools["touch"] = (1, "", "Building DAG of jobs...\nMissingInputException in rule x:\n  y\n")
+    assert dvc_pull.main(["--root", str(root)]) == 2
+    assert capsys.readouterr().err.endswith("failed: MissingInputException in rule x:\n")
+
+
+def test_what_would_stop_snakemake_is_found_before_the_pull(root: Path, tools, capsys) -> None:
+    """No dvc.lock, a params.yaml wscat refuses (its own line), Snakemake's lock (another run
+    here, or a killed one): one line, exit 2, nothing run."""
+    (root / ".snakemake" / "locks").mkdir(parents=True)
+    (root / ".snakemake" / "locks" / "0.input.lock").write_text("x")
+    assert dvc_pull.main(["--root", str(root)]) == 2
+    assert capsys.readouterr().err == (
+        f"make pull: Snakemake's lock is held ({root}/.snakemake/locks): another snakemake runs "
+        "here, or one was killed; when none runs, `snakemake --unlock`, then make pull again\n")
+    (root / ".snakemake" / "locks" / "0.input.lock").unlink()
+    good = (root / "params.yaml").read_text()
+    (root / "params.yaml").write_text("evaluation: {pgd_steps: 5}\nevaluation: {pgd_steps: 6}\n")
+    assert dvc_pull.main(["--root", str(root)]) == 2
+    assert capsys.readouterr().err == (
+        f"make pull: {root}/params.yaml: duplicate key evaluation: given on line 1 and on line 2; "
+        "keep one (YAML readers such as Snakemake and DVC silently use the last)\n")
+    (root / "params.yaml").write_text(good)
+    (root / "dvc.lock").unlink()
+    assert dvc_pull.main(["--root", str(root)]) == 2
+    assert capsys.readouterr().err == (
+        f"make pull: no dvc.lock in {root}: no run was recorded here or in the commit pulled "
+        "(`make demo` and `dvc repro` record theirs; commit dvc.lock, then `dvc push`)\n")
+    assert tools["calls"] == []
 
 
 @pytest.mark.parametrize("text, why", [
@@ -196,7 +306,7 @@ def test_a_dvc_yaml_without_a_snakemake_stage_is_one_line_before_the_pull(
 
 
 def test_make_pull_runs_the_script_with_the_remote_asked_for() -> None:
-    makefile = (Path(dvc_pull.ROOT) / "Makefile").read_text()
+    makefile = (ROOT / "Makefile").read_text()
     assert ("pull: venv\n\t$(VENV)/bin/python workflow/scripts/dvc_pull.py "
             "$(if $(REMOTE),--remote $(REMOTE))\n") in makefile
 
