@@ -28,6 +28,11 @@ from typing import Any, NamedTuple
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: this repository's package and scripts
+    sys.path.insert(0, str(ROOT))
+from workflow.scripts import dvc_yaml  # noqa: E402
+from wscat.config import ConfigError, load_params, yaml_error_line  # noqa: E402
+from wscat.errors import first_line  # noqa: E402
 
 
 class PullError(Exception):
@@ -67,9 +72,7 @@ def read_stages(root: Path) -> dict[str, Stage]:
     for name, stage in stages.items():
         cmd = str(stage.get("cmd", "")) if isinstance(stage, dict) else ""
         if cmd.startswith("snakemake ") and " -- " in cmd:
-            outs = {str(path) for key in ("outs", "metrics") for entry in stage.get(key) or []
-                    for path in (entry if isinstance(entry, dict) else [entry])}
-            found[str(name)] = Stage(cmd.split(" -- ", 1)[1].split(), outs)
+            found[str(name)] = Stage(cmd.split(" -- ", 1)[1].split(), dvc_yaml.stage_outs(stage))
     if not found:
         raise PullError(f"{path} has no stage that runs Snakemake; regenerate it with "
                         "`.venv/bin/python workflow/scripts/dvc_yaml.py`")
@@ -146,11 +149,7 @@ def difference(entries: Any) -> str:
 
 def dag_files(root: Path, targets: list[str]) -> set[str]:
     """Every file Snakemake's DAG makes for `targets` (dvc_yaml's reading of `--summary`)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from workflow.scripts.dvc_yaml import snakemake_outputs
-
-    return {path for path, _ in snakemake_outputs(root, targets)}
+    return {path for path, _ in dvc_yaml.snakemake_outputs(root, targets)}
 
 
 def touch(root: Path, targets: list[str]) -> None:
@@ -181,19 +180,13 @@ def recorded(root: Path) -> set[str]:
 
 
 def first(error: BaseException) -> str:
-    """An error's first line (YAML's with the line it stopped at)."""
-    mark = getattr(error, "problem_mark", None)
-    what = getattr(error, "problem", None) or (str(error).splitlines() or ["?"])[0]
-    return f"{what}{f' (line {mark.line + 1})' if mark else ''}"
+    """An error's first line (YAML's with the line and column it stopped at)."""
+    return yaml_error_line(error) if isinstance(error, yaml.YAMLError) else first_line(error)
 
 
 def check_workspace(root: Path) -> None:
     """What would stop Snakemake after the files were pulled, found before: params.yaml that
     wscat refuses (its own line), and Snakemake's lock (another run here, or a killed one)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from wscat.config import ConfigError, load_params
-
     try:
         load_params(root / "params.yaml")
     except ConfigError as error:

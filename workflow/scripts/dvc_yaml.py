@@ -247,12 +247,16 @@ def stage_names(text: str) -> list[str]:
     return [name for name in _stages(text) if not str(name).startswith("fetch-")]
 
 
+def stage_outs(stage: dict) -> set[str]:
+    """Every output path of one dvc.yaml stage (outs and metrics)."""
+    return {str(path) for key in ("outs", "metrics") for entry in stage.get(key) or []
+            for path in (entry if isinstance(entry, dict) else [entry])}
+
+
 def _outs(text: str) -> set[str]:
     """Every output path of a dvc.yaml's stages (outs and metrics)."""
-    stages = _stages(text)
-    return {path for stage in stages.values() if isinstance(stage, dict)
-            for key in ("outs", "metrics") for entry in stage.get(key) or []
-            for path in (entry if isinstance(entry, dict) else [entry])}
+    return {path for stage in _stages(text).values() if isinstance(stage, dict)
+            for path in stage_outs(stage)}
 
 
 def regenerate_command(names: list[str], default: str, every: bool) -> str:
