@@ -1,7 +1,8 @@
 # wscat: Weakly Supervised Contrastive Adversarial Training (Zhang et al., CVPR 2025), reproduced.
 #
 #   snakemake                      # the demo's table (results/tables/digits.tex), 2 cores
-#   snakemake --list-target-rules  # every other target, by name: table_<experiment>, paper_<tier>
+#   snakemake --list-target-rules  # every other target, by name: table_<experiment>,
+#                                  # robustness_<experiment>, paper_<tier>
 #   snakemake paper_digits         # or by file: snakemake -- results/paper/digits/index.md
 #   snakemake --resources gpu=1 -- results/tables/cifar10.tex   # a GPU node: one GPU job at a time
 #   snakemake --report results/report.html -- results/tables/digits.tex   # browse the results

@@ -62,8 +62,9 @@ def rule_name(prefix: str, name: str) -> str:
 
 
 def named_targets(params: dict[str, Any]) -> list[tuple[str, list[str], str]]:
-    """(rule name, files, one line) of every target asked for by name: one per experiment and
-    one per paper tier (`snakemake --list-target-rules` prints them)."""
+    """(rule name, files, one line) of every target asked for by name: per experiment its table
+    and its robustness curves, per paper tier its index (`snakemake --list-target-rules` prints
+    them)."""
     default = default_experiment(params)
     named = []
     for name, spec in params["experiments"].items():
@@ -73,6 +74,10 @@ def named_targets(params: dict[str, Any]) -> list[tuple[str, list[str], str]]:
         note = " (the demo: a bare `snakemake`)" if name == default else ""
         named.append((rule_name("table", name), files,
                       f"experiment {name}{note}: {' '.join(files)} ({what})"))
+        curves = paths.fill(paths.ROBUSTNESS_PNG, experiment=name)
+        named.append((rule_name("robustness", name), [curves],
+                      f"robustness curves of experiment {name}: {curves} (each run's PGD accuracy "
+                      "against eps and steps: its extra evaluation)"))
     for tier in params.get("paper") or {}:
         index = paths.fill(paths.PAPER_INDEX, tier=tier)
         named.append((rule_name("paper", tier), [index],

@@ -99,6 +99,12 @@ def test_targets_are_listed_and_asked_for_by_name(tmp_path: Path, env: dict[str,
     assert "results/paper/digits/Tab-RQ1-digits.tex" in rules["table_digits_table2"]
     by_name = ok(snakemake("-n", "table_digits_table2"), workdir, env).stdout
     assert job_counts(by_name)["paper_table"] == 1 and "results/tables/digits-table2" not in by_name
+    # Each experiment's robustness curves, by name too: its extra evaluations and the figure.
+    assert "results/robustness-curves/digits-ablation.png" in rules["robustness_digits_ablation"]
+    curves = job_counts(ok(snakemake("-n", "robustness_digits"), workdir, env).stdout)
+    demo = real_params()["experiments"]["digits"]
+    assert curves["robustness_curves"] == 1 and "table" not in curves
+    assert curves["evaluate_extra"] == len(demo["seeds"]) * len(demo["methods"])
 
 
 @pytest.mark.parametrize(("target", "mentions", "lists"), [
