@@ -52,6 +52,9 @@ help:
 	@echo "make venv                only the environment (.venv); every other target makes it first"
 	@echo "make test-slurm          the SLURM profile on a real one-node cluster (root: installs slurm-wlm)"
 	@echo "make clean               remove results/ and .snakemake/"
+	@echo "For developers:"
+	@echo "make rulegraph           the README's data-flow picture, docs/rulegraph.svg (needs Graphviz's dot)"
+	@echo "make lock                requirements-lock.txt again after a pin changed (then make venv)"
 	@echo "More: README.md; Snakemake targets: .venv/bin/snakemake --list-target-rules"
 
 venv: $(STAMP)

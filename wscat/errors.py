@@ -110,25 +110,37 @@ def describe(error: BaseException) -> str | None:
     return None
 
 
-_NAMED_TARGET = re.compile(r"(table|paper)_\w+")
+_NAMED_TARGET = re.compile(r"(table|robustness|paper)_\w+")
 # A Makefile target that runs Snakemake: its name, then the files it asks Snakemake for.
 # A target whose recipe runs Snakemake, after other lines or not (`demo` checks dvc.yaml first).
 _MAKE_TARGET = re.compile(r"^([a-z0-9][a-z0-9-]*):[^=\n]*\n(?:\t(?!\$\(SNAKEMAKE\)).*\n)*"
                           r"\t\$\(SNAKEMAKE\) (.+)$", re.M)
+# Any Makefile target's name (`report`, `test`): a word at a line's start, then `:` not `:=`.
+_MAKE_NAME = re.compile(r"^([a-z0-9][a-z0-9-]*):(?!=)", re.M)
 _MAKE_VARIABLE = re.compile(r"^([A-Za-z_]\w*)[ \t]*:?=[ \t]*(\S[^\n]*?)[ \t]*$", re.M)
 _LIST_TARGETS = ("`snakemake --list-target-rules` lists the named targets, and "
                  "results/tables/EXPERIMENT.tex (experiments: `wscat list-experiments`) is the "
                  "usual file target")
 
 
+def _makefile_text(makefile: str) -> str:
+    """The Makefile's text; "" where there is none (or it is unreadable)."""
+    try:
+        with open(makefile, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def make_names(makefile: str = "Makefile") -> set[str]:
+    """Every target of the Makefile, those that run Snakemake or not (`report`, `test`)."""
+    return set(_MAKE_NAME.findall(_makefile_text(makefile)))
+
+
 def make_targets(makefile: str = "Makefile") -> dict[str, list[str]]:
     """{name: files} of the Makefile's targets that run Snakemake (`paper-digits`:
     [results/paper/digits/index.md]); {} where there is no Makefile."""
-    try:
-        with open(makefile, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError):
-        return {}
+    text = _makefile_text(makefile)
     # `robustness-demo` asks for `$(ROBUSTNESS_DEMO).png`: its plain variables (`NAME := value`,
     # `NAME = value`, as set in the Makefile) are expanded, so the line names the file.
     variables = dict(_MAKE_VARIABLE.findall(text))
@@ -147,6 +159,9 @@ def _no_such_target(target: str, names: set[str]) -> str:
     if made:
         return (f"wscat: {target} is a target of the Makefile, not a Snakemake rule: run `make "
                 f"{target}`, or `snakemake -- {' '.join(made)}`")
+    if target in make_names():  # `snakemake report`: the Makefile's, not Snakemake's --report
+        return (f"wscat: {target} is a target of the Makefile, not a Snakemake rule: run `make "
+                f"{target}` (`make` lists the targets)")
     hint = ""
     if "/" not in target:
         import difflib
@@ -155,7 +170,8 @@ def _no_such_target(target: str, names: set[str]) -> str:
         hint = f" did you mean {close[0]}?" if close else ""
     if _NAMED_TARGET.fullmatch(target):
         return (f"wscat: no target rule {target};{hint} `snakemake --list-target-rules` lists "
-                "them (table_EXPERIMENT, paper_TIER; experiments: `wscat list-experiments`)")
+                "them (table_EXPERIMENT, robustness_EXPERIMENT, paper_TIER; experiments: "
+                "`wscat list-experiments`)")
     return f"wscat: no rule makes {target};{hint} {_LIST_TARGETS}"
 
 
@@ -167,9 +183,10 @@ def unknown_target_line(workflow: object, argv: list[str] | None = None,
 
     `targets`: the targets as Snakemake's parser read them (`slurm_preflight.cli_args()`), where
     known. Without them they are read from `argv`: what follows `--`, and before it only words of
-    the named targets' own form (table_EXPERIMENT, paper_TIER: wscat.targets.rule_name), since
-    there an option's value cannot be told from a target. A path is compared as Snakemake
-    compares it, normalised (`./results/tables/x.tex` is `results/tables/x.tex`)."""
+    the named targets' own form (table_EXPERIMENT, robustness_EXPERIMENT, paper_TIER:
+    wscat.targets.rule_name), since there an option's value cannot be told from a target. A path
+    is compared as Snakemake compares it, normalised (`./results/tables/x.tex` is
+    `results/tables/x.tex`)."""
     import sys
 
     rules = list(getattr(workflow, "rules", ()))

@@ -38,7 +38,7 @@ What is checked, and from which fact:
   errno, the caller's path first) in one line; an OutputError and a bare FileNotFoundError in their
   own words; exit 143 after SIGTERM, 130 after Ctrl-C, 2 for anticipated failures (EOFError and
   BadZipFile included), 1 for unexpected ones; a Snakemake target no rule makes (after `--`, or a
-  table_/paper_ name before it that no rule has) is one line and exit 1, while a rule's name, an
+  table_/robustness_/paper_ name before it that no rule has) is one line and exit 1, while a rule's name, an
   existing file or a file option such as `--configfile table_mine.yaml` passes.
 - strict_yaml: a duplicate names its dotted path, both lines, and values of up to 40
   characters; keys YAML reads as one value (1 and 0x1) are one key, and so are two keys whose

@@ -1,8 +1,8 @@
 """A Snakemake target no rule makes is one line that says what to type instead
 (wscat.errors.unknown_target_line), whatever its form: the targets are those Snakemake's own
-parser read (not only the words after `--` or of the table_/paper_ form), a path is normalised
-as Snakemake normalises it, a Makefile target's name (`paper-digits`) is pointed to `make`, and a
-near miss of a rule's name gets that name."""
+parser read (not only the words after `--` or of the table_/robustness_/paper_ form), a path is
+normalised as Snakemake normalises it, a Makefile target's name (`paper-digits`, `report`) is
+pointed to `make`, and a near miss of a rule's name gets that name."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,7 +30,9 @@ class Workflow:
 
 
 MAKEFILE = ("demo: venv\n\t$(SNAKEMAKE) results/tables/digits.tex\n\t$(DVC_RECORD) digits\n\n"
-            "paper-digits: venv\n\t$(SNAKEMAKE) results/paper/digits/index.md\n")
+            "paper-digits: venv\n\t$(SNAKEMAKE) results/paper/digits/index.md\n\n"
+            "REPORT := results/report.html\n"
+            "report: demo\n\t$(VENV)/bin/snakemake --report $(REPORT) -- results/tables/digits.tex\n")
 
 
 @pytest.fixture
@@ -54,6 +56,23 @@ def test_a_makefile_target_is_pointed_to_make(workdir: Path) -> None:
     line = unknown_target_line(Workflow(), targets=["paper-digits"])
     assert line == ("wscat: paper-digits is a target of the Makefile, not a Snakemake rule: run "
                     "`make paper-digits`, or `snakemake -- results/paper/digits/index.md`")
+
+
+def test_a_makefile_target_that_runs_no_snakemake_is_pointed_to_make(workdir: Path) -> None:
+    """`snakemake report` (for `snakemake --report` or `make report`): the Makefile's target, not
+    "no rule makes report"; a variable (`REPORT :=`) is no target."""
+    line = unknown_target_line(Workflow(), targets=["report"])
+    assert line == ("wscat: report is a target of the Makefile, not a Snakemake rule: run `make "
+                    "report` (`make` lists the targets)")
+    assert errors.make_names() == {"demo", "paper-digits", "report"}
+    assert "Makefile" not in unknown_target_line(Workflow(), targets=["REPORT"])
+
+
+def test_a_robustness_typo_before_the_dashes_is_read_as_a_target(workdir: Path) -> None:
+    """Without Snakemake's parsed targets, argv's words of the named targets' form count."""
+    line = unknown_target_line(Workflow(), argv=["snakemake", "-n", "robustness_digitz"])
+    assert line is not None and "no target rule robustness_digitz" in line, line
+    assert "robustness_EXPERIMENT" in line
 
 
 @pytest.mark.parametrize("target", ["./results/tables/digits.tex", "results//tables/x.tex",
