@@ -13,6 +13,7 @@ the files they exchange kept in one folder:
     result = api.evaluate_checkpoint(run.checkpoint, params=params, threads=1)   # part="core"
     print(result.accuracy)      # Natural, FGSM, PGD, CW, AA and their harmonic Mean
     api.export_model(run.checkpoint, result.path, "runs/digits/trades-digits.json")
+    mine = api.evaluate_model(my_model, test.images, test.labels)   # any model, the same suite
 
 A method that trains on pseudo-labels (WSCAT, RST) first trains its labeler in the same folder,
 as the workflow does. Every knob comes from the params (a params.yaml path or its loaded dict).
@@ -42,13 +43,14 @@ from wscat.data import ImageDataset, load_dataset as _load_dataset, load_split
 from wscat.data.split import check_split_fits
 from wscat.device import named, pick_device
 from wscat.export import export_model as _export_model, load_exported as _load_exported
+from wscat.external import ModelEvaluation, evaluate as _evaluate_model
 from wscat.io import check_writable
 from wscat.models import LogitsOnly
 from wscat.steps import evaluate, pseudo, split as split_step, train
 
-__all__ = ["EvaluationResult", "InputNotFound", "TestSet", "TrainResult", "build_model",
-           "evaluate_checkpoint", "export_model", "load_dataset", "load_exported", "load_model",
-           "load_params", "predict", "test_set", "train_method"]
+__all__ = ["EvaluationResult", "InputNotFound", "ModelEvaluation", "TestSet", "TrainResult",
+           "build_model", "evaluate_checkpoint", "evaluate_model", "export_model", "load_dataset",
+           "load_exported", "load_model", "load_params", "predict", "test_set", "train_method"]
 
 ParamsLike = Mapping[str, Any] | str | Path
 DeviceLike = str | torch.device | None
@@ -300,6 +302,28 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
             made.unlink(missing_ok=True)
         raise
     return EvaluationResult(accuracy=result["accuracy"], manifest=result["manifest"], path=out)
+
+
+def evaluate_model(model: nn.Module, images: torch.Tensor | np.ndarray,
+                   labels: torch.Tensor | np.ndarray, *, dataset: str = "digits",
+                   params: ParamsLike = "params.yaml", seed: int = 1, threads: int | None = None
+                   ) -> ModelEvaluation:
+    """The core attack suite (Natural, FGSM, PGD-20, CW-20, the official standard AutoAttack and
+    their harmonic Mean) on any eval-mode model, on its device: one of RobustBench's, your own,
+    an exported entry (images -> logits) or a wscat model ((features, logits)). The threat model
+    (eps, step size) is `datasets.<dataset>`'s and every attack setting `evaluation`'s, so the
+    numbers stand beside a table's rows; `seed` draws PGD's and CW's random starts, as a run's
+    seed does. The images attacked are the first `evaluation.n_examples` of the class-stratified
+    order of the labels: given `test_set(split)`, the images the workflow's metrics of that
+    split measured (`ModelEvaluation.indices`). Images as `predict` takes them; labels one class
+    index per image. Nothing is written."""
+    check_model_argument(model)
+    params = _params(params)
+    check_names(params, dataset=dataset)
+    seed, threads = checked_seed(seed), checked_threads(threads)
+    images = images_for(model, images)
+    with _cpu_threads(threads):
+        return _evaluate_model(model, images, labels, params=params, dataset=dataset, seed=seed)
 
 
 def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *,

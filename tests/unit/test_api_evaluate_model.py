@@ -1,0 +1,98 @@
+"""api.evaluate_model: a model from elsewhere under the core attack suite. On a wscat run's own
+test set it gives the numbers `evaluate_checkpoint` (the workflow's evaluate) gives its checkpoint,
+bit for bit, whether the model comes as a wscat network, an exported entry or a plain images ->
+logits module; bad input is one ValueError line, and nothing is written."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tests.helpers.tiny import tiny_params, write_params
+from tests.unit.test_api_refusals import files, refused
+from wscat import api
+from wscat.config import evaluation_for, validate_params
+from wscat.evaluation import stratified_order
+
+
+class Plain(nn.Module):
+    """What RobustBench hands out: [0,1] images -> logits, no features."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)[1]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> dict:
+    """One TRADES run of 1 epoch on tiny params, evaluated (core) and exported."""
+    work = tmp_path_factory.mktemp("evaluate-model")
+    params = write_params(work / "params.yaml", tiny_params(epochs=1))
+    run = api.train_method("trades", out_dir=work / "runs", params=params, device="cpu")
+    result = api.evaluate_checkpoint(run.checkpoint, params=params, device="cpu")
+    entry = work / "runs" / "trades-digits.json"
+    api.export_model(run.checkpoint, result.path, entry)
+    net, _ = api.load_model(run.checkpoint)
+    return {"params": params, "result": result, "entry": entry, "net": net, "runs": work / "runs",
+            "test": api.test_set(run.split, params=params)}
+
+
+def test_a_run_s_own_model_gives_its_checkpoint_s_numbers_whatever_its_form(made) -> None:
+    test, expected = made["test"], made["result"].accuracy
+    assert set(expected) == {"Natural", "FGSM", "PGD", "CW", "AA", "Mean"}
+    for model in (made["net"], api.load_exported(made["entry"]), Plain(made["net"]).eval()):
+        got = api.evaluate_model(model, test.images, test.labels, params=made["params"], seed=1)
+        assert got.accuracy == expected, type(model).__name__
+    assert got.attacks["PGD"] == made["result"].manifest["attacks"]["PGD"]
+    # The images attacked: the workflow's, the first n_examples of the stratified order.
+    evaluation = evaluation_for(validate_params(tiny_params(epochs=1)), "digits")
+    order = stratified_order(test.labels, evaluation["subset_seed"])[: evaluation["n_examples"]]
+    assert torch.equal(got.indices, order) and len(order) == 40
+
+
+def test_numpy_images_and_labels_are_the_tensors_they_hold(made) -> None:
+    """uint8 numpy images (0..255) and int32 labels: the numbers of the same tensors."""
+    test, net = made["test"], made["net"]
+    pixels = np.rint(test.images.numpy() * 255).astype(np.uint8)
+    as_tensor = api.evaluate_model(net, torch.from_numpy(pixels), test.labels,
+                                   params=made["params"], seed=2)
+    as_numpy = api.evaluate_model(net, pixels, test.labels.numpy().astype(np.int32),
+                                  params=made["params"], seed=2)
+    assert as_numpy.accuracy == as_tensor.accuracy
+
+
+class Wide(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1)[:, :3].unsqueeze(1)  # N x 1 x 3: no N x K logits
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda m: {"labels": m["test"].labels.float()}, ["labels are torch.float32", "integers"]),
+    (lambda m: {"labels": m["test"].labels[:-1]}, ["for 359 images", "one class index"]),
+    (lambda m: {"labels": m["test"].labels + 5}, ["the model has 10 classes, 0..9"]),
+    (lambda m: {"labels": list(m["test"].labels)}, ["labels= takes a torch.Tensor", "not list"]),
+    (lambda m: {"images": m["test"].images[:0], "labels": m["test"].labels[:0]},
+     ["images hold no image"]),
+    (lambda m: {"model": Wide().eval()}, ["N x K logits", "shape (1, 1, 3)"]),
+    (lambda m: {"model": m["net"].train()}, ["train mode", "model.eval()"]),
+    (lambda m: {"dataset": "digitz"}, ["unknown dataset 'digitz'", "digits"]),
+    (lambda m: {"seed": True}, ["seed=True is not an int"]),
+], ids=["float-labels", "labels-short", "labels-range", "labels-list", "no-images",
+        "not-logits", "train-mode", "unknown-dataset", "bool-seed"])
+def test_bad_input_is_one_line_and_nothing_is_written(made, change, words) -> None:
+    before = files(made["runs"])
+    call = {"model": made["net"], "images": made["test"].images, "labels": made["test"].labels,
+            "params": made["params"], **change(made)}
+    try:
+        refused(lambda: api.evaluate_model(call.pop("model"), call.pop("images"),
+                                           call.pop("labels"), **call), *words)
+    finally:
+        made["net"].eval()
+    assert files(made["runs"]) == before
+    assert not list(Path.cwd().glob("*.shards"))

@@ -1,0 +1,117 @@
+"""A model from elsewhere (RobustBench's, an exported wscat entry, your own) under the paper's core
+attack suite: Natural, FGSM, PGD-20, CW-20 and the official standard AutoAttack, with their
+harmonic Mean, at a dataset's threat model and params.yaml's `evaluation` settings, on the images
+the workflow's `evaluate` picks (`api.evaluate_model`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from wscat.attacks.mode import require_eval
+from wscat.config import evaluation_for
+from wscat.data.sources.base import to_unit
+from wscat.evaluation import core_suite, stratified_order
+from wscat.inference import outputs_of
+from wscat.models import LogitsOnly
+from wscat.training.speed import autocast
+
+
+@dataclass(frozen=True)
+class ModelEvaluation:
+    """Test accuracies (%) under each core attack and their harmonic Mean; how each was measured
+    (`attacks`, as a metrics file's manifest has them); `indices`: the positions, in the images
+    given, of the images attacked, in the order attacked (the first `evaluation.n_examples` of
+    the class-stratified order)."""
+
+    accuracy: dict[str, float]
+    attacks: dict[str, Any]
+    indices: torch.Tensor
+
+
+class FeaturesLogits(nn.Module):
+    """A logits-only model as the (features, logits) pair the attack suite reads; it has no
+    features (None): only the logits are attacked. LogitsOnly's inverse."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> tuple[None, torch.Tensor]:
+        return None, self.model(x)
+
+
+def as_pair(model: nn.Module, probe: torch.Tensor) -> tuple[nn.Module, int]:
+    """The model as (features, logits) (an exported entry: its wscat network) and its number of
+    classes, read from its output on `probe` (one image); an output of another form is refused."""
+    if isinstance(model, LogitsOnly):
+        model = model.model
+    with torch.no_grad():
+        output = model(probe)
+    logits = output[1] if isinstance(output, tuple) and len(output) == 2 else output
+    if not (isinstance(logits, torch.Tensor) and logits.ndim == 2 and len(logits) == 1
+            and logits.shape[1] >= 2 and logits.is_floating_point()):
+        raise ValueError("model= must map N images to N x K logits (K classes, at least 2), or to "
+                         "a wscat model's (features, logits); its output on one image is "
+                         f"{_form(output)}")
+    return (model if isinstance(output, tuple) else FeaturesLogits(model)), logits.shape[1]
+
+
+def _form(output: Any) -> str:
+    if isinstance(output, torch.Tensor):
+        return f"a {output.dtype} tensor of shape {tuple(output.shape)}"
+    if isinstance(output, tuple):
+        return f"a tuple of {len(output)}"
+    return f"a {type(output).__name__}"
+
+
+def checked_labels(labels: Any, n_images: int, num_classes: int) -> torch.Tensor:
+    """The labels as an int64 CPU tensor of one class in 0..num_classes-1 per image; anything
+    else refused in one line saying what to pass."""
+    if isinstance(labels, np.ndarray):
+        if not np.issubdtype(labels.dtype, np.integer):
+            raise ValueError(f"labels are a numpy array of {labels.dtype}; pass integers, one "
+                             "class per image")
+        labels = torch.from_numpy(np.ascontiguousarray(labels))
+    elif not isinstance(labels, torch.Tensor):
+        raise ValueError(f"labels= takes a torch.Tensor or a numpy array of class indices, not "
+                         f"{type(labels).__name__}")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise ValueError(f"labels are {labels.dtype}; pass integers, one class per image")
+    if labels.ndim != 1 or len(labels) != n_images:
+        raise ValueError(f"labels are {tuple(labels.shape)} for {n_images} images; pass one "
+                         "class index per image (shape (N,))")
+    labels = labels.to("cpu", torch.int64)
+    if len(labels) and not (0 <= int(labels.min()) and int(labels.max()) < num_classes):
+        raise ValueError(f"labels run from {int(labels.min())} to {int(labels.max())}; the "
+                         f"model has {num_classes} classes, 0..{num_classes - 1}")
+    return labels
+
+
+def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dict[str, Any],
+             dataset: str, seed: int) -> ModelEvaluation:
+    """The core suite on the model's device (images: N x C x H x W, uint8 or [0,1] floats, checked
+    by the caller). The PGD and CW random starts are drawn from `seed`, as a run's are from its
+    seed; the attacked images are the first `evaluation.n_examples` of the class-stratified
+    order of `evaluation.subset_seed` (given a split's test set, those its metrics measured)."""
+    require_eval(model, error=ValueError,
+                 message="the model is in train mode: its batch norm would attack with each "
+                         "batch's statistics and change its own; call model.eval() first")
+    if not len(images):
+        raise ValueError("images hold no image; pass the test images to attack (N x C x H x W)")
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    pair, num_classes = as_pair(model, to_unit(images[:1].to(device)))
+    labels = checked_labels(labels, len(images), num_classes)
+    evaluation, threat = evaluation_for(params, dataset), params["datasets"][dataset]
+    order = stratified_order(labels, evaluation["subset_seed"])
+    if evaluation["n_examples"] is not None:
+        order = order[: evaluation["n_examples"]]
+    x, y = to_unit(images[order].to(device)), labels[order].to(device)
+    with autocast(device, evaluation["precision"]), outputs_of("model=", "images given"):
+        suite = core_suite(pair, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
+                           evaluation=evaluation, seed=seed, test_set_size=len(images))
+    return ModelEvaluation(accuracy={k: round(v, 4) for k, v in suite.accuracy.items()},
+                           attacks=suite.attacks, indices=order)
