@@ -27,7 +27,8 @@ from wscat.methods.wscat import Wscat, positive_labels
 
 
 def attack_context(threat: dict[str, Any], generator: torch.Generator) -> StepContext:
-    """The training attack's threat model (PGD-10, step eps/4) of a dataset entry."""
+    """The training attack's threat model of a dataset entry (`train_steps` of `train_step_size`:
+    PGD-10 at eps/4 on CIFAR)."""
     return StepContext(eps=threat["eps"], step_size=threat["train_step_size"],
                        steps=threat["train_steps"], generator=generator, ema_model=None,
                        progress=0.0, augment=lambda t: t)

@@ -230,8 +230,9 @@ def method_for(params: dict[str, Any], method: str, dataset: str | None = None) 
 
 def training_for(params: dict[str, Any], dataset: str, method: str | None = None
                  ) -> dict[str, Any]:
-    """A run's schedule: `training[dataset]`, with `per_method[method]` laid over it (the
-    proxy's Mean Teacher labeler trains longer than the runs it labels for, as in the paper)."""
+    """A run's schedule: `training[dataset]`, with `per_method[method]` laid over it (on digits
+    and the proxy the labelers train longer than the runs they label for; in the release Mean
+    Teacher and the runs both train 100 epochs)."""
     base = dict(params["training"][dataset])
     per_method = base.pop("per_method", None) or {}
     return {**base, **(per_method.get(method, {}) if method else {})}

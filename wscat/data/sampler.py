@@ -7,7 +7,9 @@ import torch
 
 
 def iterations_per_epoch(n_train: int, batch_size: int) -> int:
-    """An epoch is ceil(N_train / batch) iterations, N_train = labelled + unlabelled (the notes)."""
+    """An epoch is ceil(N_train / batch) iterations (the notes); N_train is the whole training pool
+    less validation, the same for every method and every share of the unlabelled pool
+    (training_data._pool_size)."""
     return max(1, math.ceil(n_train / batch_size))
 
 

@@ -135,8 +135,9 @@ def held_out(n: int, fraction: float) -> int:
 
 
 def validation_per_class(labelled: int, val_fraction: float, val_max: int, num_classes: int) -> int:
-    """Validation images a class of a `labelled`-image budget gives up (Table 1's rule):
-    min(val_fraction x labelled, val_max), split evenly over the classes, rounded down."""
+    """Validation images a class of a `labelled`-image budget gives up (the paper's Sec. 4.1.1:
+    20% of the labelled set; the cap val_max, 2,000, is the release's): min(val_fraction x
+    labelled, val_max), split evenly over the classes, rounded down."""
     return min(int(val_fraction * labelled), val_max) // num_classes
 
 

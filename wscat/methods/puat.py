@@ -46,8 +46,9 @@ betas (0, 0.99), latent_eps 0.1, UAE weight 10, RAE weight 10 * 6 = 60, gan_weig
   ball is the run's eps (the code: a fixed 8/255). GAN sizes are knobs (gan.py sizes the nets).
 On the embedded digits default (params.yaml) the scale differs, measured there: the adversarial
 weights are the code's divided by 10 (uae 1, rae 6, gan 0.1: the code's 10, 60, 1 drive the small
-CNN to constant predictions), gan_lr 2e-3 (about 200 G steps instead of about 10^4: at 1e-4 G
-ignores y), 10 + 10 epochs for the two stages, G/D width 16, latent 32, 64 generated per step.
+CNN to constant predictions), gan_lr 2e-3 (about 470 G steps, one a step from the second epoch
+on, instead of about 10^4: at 1e-4 G ignores y), 10 pre-training epochs then 30 of the full game
+(digits trains 40), G/D width 16, latent 32, 64 generated per step.
 """
 from __future__ import annotations
 

@@ -20,9 +20,10 @@ distinct cut points in 1..side-1 (theirs may repeat or sit at 0, leaving fewer b
 attack runs as our TRADES's (eval-mode BatchNorm, start x + 0.001 N(0, I) as theirs), where their
 TensorFlow graph attacks with train-mode BatchNorm that also updates the running statistics.
 
-14 forward passes a step: one clean (no grad) for the attack's target, 10 attack steps, then
-natural x, shuffled RBS(x') and adversarial x' (for L_RLFT), in that order, each its own forward
-as in their code (a joint forward would mix their BatchNorm batch statistics).
+4 + train_steps forward passes a step (14 at CIFAR's PGD-10): one clean (no grad) for the
+attack's target, the attack's steps, then natural x, shuffled RBS(x') and adversarial x' (for
+L_RLFT), in that order, each its own forward as in their code (a joint forward would mix their
+BatchNorm batch statistics).
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ Variants are configuration of this one loss:
   statistics (their code, built on Rebuffi et al. 2021), EMA of the weights (the trainer's), and
   70% generated images in every batch (the data pipeline).
 Defaults are TRADES' own code: attack in eval mode from x + 0.001 N(0, I), no smoothing.
-13 forward passes a step: one clean (no grad) for the attack's target, 10 attack steps, natural +
-adversarial.
+3 + train_steps forward passes a step (13 at CIFAR's PGD-10): one clean (no grad) for the
+attack's target, the attack's steps, natural + adversarial.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Outer minimisation (Eq. 9):
     + lam * (KL(C(x) || C(x')) + beta * l_con(z', z)),  the KL target not detached.
 z = head_natural(f(x)), z' = head_adversarial(f(x')): two projection heads, trained by the outer
 loss only. The natural forward is done once and serves the attack (detached) and the outer loss:
-12 forward passes a step, whatever the positives.
+2 + train_steps forward passes a step (12 at CIFAR's PGD-10), whatever the positives.
 
 Variants of the ablation study (RQ3: Tab-mode and the supplementary tables) are the `positives`
 knob, everything else unchanged:
