@@ -13,7 +13,7 @@ the files they exchange kept in one folder:
     result = api.evaluate_checkpoint(run.checkpoint, params=params, threads=1)   # part="core"
     print(result.accuracy)      # Natural, FGSM, PGD, CW, AA and their harmonic Mean
     api.export_model(run.checkpoint, result.path, "runs/digits/trades-digits.json")
-    mine = api.evaluate_model(my_model, test.images, test.labels)   # any model, the same suite
+    mine = api.evaluate_model(my_model, test.images, test.labels, dataset="digits")  # any model
 
 A method that trains on pseudo-labels (WSCAT, RST) first trains its labeler in the same folder,
 as the workflow does. Every knob comes from the params (a params.yaml path or its loaded dict).
@@ -305,7 +305,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
 
 
 def evaluate_model(model: nn.Module, images: torch.Tensor | np.ndarray,
-                   labels: torch.Tensor | np.ndarray, *, dataset: str = "digits",
+                   labels: torch.Tensor | np.ndarray, *, dataset: str,
                    params: ParamsLike = "params.yaml", seed: int = 1, threads: int | None = None
                    ) -> ModelEvaluation:
     """The core attack suite (Natural, FGSM, PGD-20, CW-20, the official standard AutoAttack and
@@ -316,7 +316,8 @@ def evaluate_model(model: nn.Module, images: torch.Tensor | np.ndarray,
     seed does. The images attacked are the first `evaluation.n_examples` of the class-stratified
     order of the labels: given `test_set(split)`, the images the workflow's metrics of that
     split measured (`ModelEvaluation.indices`). Images as `predict` takes them; labels one class
-    index per image. Nothing is written."""
+    index per image. `dataset` has no default: its eps is the threat model (digits' is not
+    CIFAR's). Nothing is written."""
     check_model_argument(model)
     params = _params(params)
     check_names(params, dataset=dataset)

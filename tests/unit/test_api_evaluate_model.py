@@ -47,7 +47,8 @@ def test_a_run_s_own_model_gives_its_checkpoint_s_numbers_whatever_its_form(made
     test, expected = made["test"], made["result"].accuracy
     assert set(expected) == {"Natural", "FGSM", "PGD", "CW", "AA", "Mean"}
     for model in (made["net"], api.load_exported(made["entry"]), Plain(made["net"]).eval()):
-        got = api.evaluate_model(model, test.images, test.labels, params=made["params"], seed=1)
+        got = api.evaluate_model(model, test.images, test.labels, dataset="digits",
+                                 params=made["params"], seed=1)
         assert got.accuracy == expected, type(model).__name__
     assert got.attacks["PGD"] == made["result"].manifest["attacks"]["PGD"]
     # The images attacked: the workflow's, the first n_examples of the stratified order.
@@ -60,10 +61,10 @@ def test_numpy_images_and_labels_are_the_tensors_they_hold(made) -> None:
     """uint8 numpy images (0..255) and int32 labels: the numbers of the same tensors."""
     test, net = made["test"], made["net"]
     pixels = np.rint(test.images.numpy() * 255).astype(np.uint8)
-    as_tensor = api.evaluate_model(net, torch.from_numpy(pixels), test.labels,
+    as_tensor = api.evaluate_model(net, torch.from_numpy(pixels), test.labels, dataset="digits",
                                    params=made["params"], seed=2)
     as_numpy = api.evaluate_model(net, pixels, test.labels.numpy().astype(np.int32),
-                                  params=made["params"], seed=2)
+                                  dataset="digits", params=made["params"], seed=2)
     assert as_numpy.accuracy == as_tensor.accuracy
 
 
@@ -88,7 +89,7 @@ class Wide(nn.Module):
 def test_bad_input_is_one_line_and_nothing_is_written(made, change, words) -> None:
     before = files(made["runs"])
     call = {"model": made["net"], "images": made["test"].images, "labels": made["test"].labels,
-            "params": made["params"], **change(made)}
+            "dataset": "digits", "params": made["params"], **change(made)}
     try:
         refused(lambda: api.evaluate_model(call.pop("model"), call.pop("images"),
                                            call.pop("labels"), **call), *words)
