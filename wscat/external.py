@@ -13,6 +13,7 @@ from torch import nn
 
 from wscat.attacks.mode import require_eval
 from wscat.config import evaluation_for
+from wscat.data.capacity import known_labels
 from wscat.data.sources.base import to_unit
 from wscat.evaluation import core_suite, stratified_order
 from wscat.inference import outputs_of
@@ -20,16 +21,39 @@ from wscat.models import LogitsOnly
 from wscat.training.speed import autocast
 
 
+# C x H x W of the images of each fixed source (an npz's are its own: not checked).
+IMAGE_SHAPES = {"digits": (1, 8, 8), "cifar10": (3, 32, 32), "cifar100": (3, 32, 32),
+                "imagenet32": (3, 32, 32)}
+
+
 @dataclass(frozen=True)
 class ModelEvaluation:
-    """Test accuracies (%) under each core attack and their harmonic Mean; how each was measured
-    (`attacks`, as a metrics file's manifest has them); `indices`: the positions, in the images
-    given, of the images attacked, in the order attacked (the first `evaluation.n_examples` of
-    the class-stratified order)."""
+    """Test accuracies (%) under each core attack and their harmonic Mean; the threat model's
+    `eps` (the dataset's); how each attack was measured (`attacks`, as a metrics file's manifest
+    has them); `indices`: the positions, in the images given, of the images attacked, in the
+    order attacked (the first `evaluation.n_examples` of the class-stratified order)."""
 
     accuracy: dict[str, float]
+    eps: float
     attacks: dict[str, Any]
     indices: torch.Tensor
+
+
+def check_fits(dataset: str, cfg: dict[str, Any], image_shape: tuple[int, ...],
+               num_classes: int) -> None:
+    """Refuse images or a model that are not of `dataset` (its eps would be the wrong threat
+    model): another image size than its source's, another number of classes than it has. An
+    npz dataset's sizes are not known without its file: not checked."""
+    source = cfg.get("source", dataset)
+    shape = IMAGE_SHAPES.get(source)
+    if shape is not None and tuple(image_shape) != shape:
+        raise ValueError(f"images are {' x '.join(map(str, image_shape))} (C x H x W), dataset "
+                         f"'{dataset}' holds {' x '.join(map(str, shape))}: pass dataset= the "
+                         "one the images come from (its eps is the threat model)")
+    known = known_labels(cfg, dataset)
+    if known is not None and known[1] != num_classes:
+        raise ValueError(f"the model has {num_classes} classes, dataset '{dataset}' {known[1]}: "
+                         "pass dataset= the one the model was trained on")
 
 
 class FeaturesLogits(nn.Module):
@@ -104,8 +128,10 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dic
         raise ValueError("images hold no image; pass the test images to attack (N x C x H x W)")
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     pair, num_classes = as_pair(model, to_unit(images[:1].to(device)))
+    threat = params["datasets"][dataset]
+    check_fits(dataset, threat, tuple(images.shape[1:]), num_classes)
     labels = checked_labels(labels, len(images), num_classes)
-    evaluation, threat = evaluation_for(params, dataset), params["datasets"][dataset]
+    evaluation = evaluation_for(params, dataset)
     order = stratified_order(labels, evaluation["subset_seed"])
     if evaluation["n_examples"] is not None:
         order = order[: evaluation["n_examples"]]
@@ -114,4 +140,4 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dic
         suite = core_suite(pair, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
                            evaluation=evaluation, seed=seed, test_set_size=len(images))
     return ModelEvaluation(accuracy={k: round(v, 4) for k, v in suite.accuracy.items()},
-                           attacks=suite.attacks, indices=order)
+                           eps=threat["eps"], attacks=suite.attacks, indices=order)

@@ -51,6 +51,7 @@ def test_a_run_s_own_model_gives_its_checkpoint_s_numbers_whatever_its_form(made
                                  params=made["params"], seed=1)
         assert got.accuracy == expected, type(model).__name__
     assert got.attacks["PGD"] == made["result"].manifest["attacks"]["PGD"]
+    assert got.eps == made["result"].manifest["eps"] == got.attacks["PGD"]["eps"]
     # The images attacked: the workflow's, the first n_examples of the stratified order.
     evaluation = evaluation_for(validate_params(tiny_params(epochs=1)), "digits")
     order = stratified_order(test.labels, evaluation["subset_seed"])[: evaluation["n_examples"]]
@@ -73,6 +74,11 @@ class Wide(nn.Module):
         return x.flatten(1)[:, :3].unsqueeze(1)  # N x 1 x 3: no N x K logits
 
 
+class Five(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1)[:, :5]  # 5 classes where digits has 10
+
+
 @pytest.mark.parametrize("change, words", [
     (lambda m: {"labels": m["test"].labels.float()}, ["labels are torch.float32", "integers"]),
     (lambda m: {"labels": m["test"].labels[:-1]}, ["for 359 images", "one class index"]),
@@ -83,9 +89,13 @@ class Wide(nn.Module):
     (lambda m: {"model": Wide().eval()}, ["N x K logits", "shape (1, 1, 3)"]),
     (lambda m: {"model": m["net"].train()}, ["train mode", "model.eval()"]),
     (lambda m: {"dataset": "digitz"}, ["unknown dataset 'digitz'", "digits"]),
+    (lambda m: {"dataset": "cifar10"}, ["images are 1 x 8 x 8", "'cifar10' holds 3 x 32 x 32",
+                                        "pass dataset="]),
+    (lambda m: {"model": Five().eval()}, ["the model has 5 classes, dataset 'digits' 10"]),
     (lambda m: {"seed": True}, ["seed=True is not an int"]),
 ], ids=["float-labels", "labels-short", "labels-range", "labels-list", "no-images",
-        "not-logits", "train-mode", "unknown-dataset", "bool-seed"])
+        "not-logits", "train-mode", "unknown-dataset", "other-dataset", "other-classes",
+        "bool-seed"])
 def test_bad_input_is_one_line_and_nothing_is_written(made, change, words) -> None:
     before = files(made["runs"])
     call = {"model": made["net"], "images": made["test"].images, "labels": made["test"].labels,
