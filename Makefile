@@ -65,6 +65,10 @@ venv: $(STAMP)
 INSTALLER ?= uv
 UV_VERSION := 0.13.9
 REQUIREMENTS := -r requirements.txt -r requirements-dev.txt -c requirements-lock.txt
+# The package, editable, as a path entry (setuptools' compat mode): its default import hook
+# loses to a folder named wscat in the current directory (a clone's parent), where `from wscat
+# import api` then fails with "cannot import name '__version__' from 'wscat' (unknown location)".
+EDITABLE := --config-settings editable_mode=compat -e .
 INSTALL_UV = $(VENV)/bin/pip install -q uv==$(UV_VERSION) $(QUIET_PIP)
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-lock.txt pyproject.toml
@@ -73,13 +77,13 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-lock.txt pyproject.
 	    $(VENV)/bin/uv pip install -q --compile-bytecode --python $(VENV)/bin/python \
 	        $(REQUIREMENTS) && \
 	    $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python --no-deps \
-	        --no-build-isolation -e .; then :; \
+	        --no-build-isolation $(EDITABLE); then :; \
 	else \
 	    [ "$(INSTALLER)" = pip ] || echo "make venv: uv could not install the packages (see" \
 	        "above; it reads no pip.conf, so a pip-only mirror is one cause); pip installs the" \
 	        "same pins (slower)" >&2; \
 	    $(VENV)/bin/pip install -q $(REQUIREMENTS) $(QUIET_PIP) && \
-	    $(VENV)/bin/pip install -q --no-deps --no-build-isolation -e . $(QUIET_PIP); \
+	    $(VENV)/bin/pip install -q --no-deps --no-build-isolation $(EDITABLE) $(QUIET_PIP); \
 	fi
 	touch $@
 

@@ -148,6 +148,19 @@ def test_every_subcommand_has_help(subcommand: str | None, tmp_path: Path, env: 
         assert all(name in result.stdout for name in SUBCOMMANDS)
 
 
+def test_the_package_imports_beside_a_folder_named_wscat(tmp_path: Path,
+                                                       env: dict[str, str]) -> None:
+    """Python started in a clone's parent, which holds the clone's folder `wscat`: `from wscat
+    import __version__` failed there ("unknown location"), setuptools' default editable import
+    hook losing to that folder as a namespace package. `make venv` installs the package as a path
+    entry (the Makefile's EDITABLE), where the package itself wins."""
+    (tmp_path / "wscat").symlink_to(ROOT, target_is_directory=True)  # the clone, from its parent
+    done = run([sys.executable, "-c", "from wscat import __version__; import wscat; "
+                "print(wscat.__file__)"], tmp_path, {**env, "PYTHONPATH": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert Path(done.stdout.strip()) == ROOT / "wscat" / "__init__.py"
+
+
 @pytest.mark.slow
 def test_pip_builds_and_installs_the_package_with_its_console_command(tmp_path: Path,
                                                                       env: dict[str, str]) -> None:
