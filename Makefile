@@ -104,6 +104,7 @@ demo: venv
 	$(DVC_CHECK)
 	$(SNAKEMAKE) results/tables/digits.tex
 	$(DVC_RECORD) digits
+	@echo; cat results/tables/digits.md; echo
 	@echo "make demo: the table is results/tables/digits.md (.tex, .csv beside it), the paired" \
 	    "comparison with WSCAT results/tables/digits-paired.csv; the README's section \"The demo\"" \
 	    "says how to read it"

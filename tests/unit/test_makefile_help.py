@@ -39,7 +39,8 @@ def test_make_demo_ends_by_naming_its_table() -> None:
 
 def _fake_tools(folder: Path, check_status: int) -> Path:
     """`folder` as a checkout for `make demo`: the Makefile, a git repository, and a .venv whose
-    python (dvc_yaml.py --check exits `check_status`), snakemake and dvc only log their calls."""
+    python (dvc_yaml.py --check exits `check_status`), snakemake and dvc only log their calls
+    (snakemake writes the demo's Markdown table too, as a real run does)."""
     import shutil
     import stat
 
@@ -49,9 +50,11 @@ def _fake_tools(folder: Path, check_status: int) -> Path:
     bin_dir.mkdir(parents=True)
     (folder / ".venv" / ".installed").touch()
     log = folder / "calls.log"
+    table = "mkdir -p results/tables && echo '| the demo table |' > results/tables/digits.md\n"
     for tool, status in (("python", check_status), ("snakemake", 0), ("dvc", 0)):
         script = bin_dir / tool
-        script.write_text(f'#!/bin/sh\necho "{tool} $*" >> {log}\nexit {status}\n')
+        script.write_text(f'#!/bin/sh\necho "{tool} $*" >> {log}\n'
+                          f'{table if tool == "snakemake" else ""}exit {status}\n')
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return log
 
@@ -72,6 +75,10 @@ def test_make_demo_checks_dvc_yaml_before_any_job(tmp_path: Path) -> None:
         else:
             assert done.returncode == 0, done.stderr
             assert [c.split()[0] for c in calls] == ["python", "snakemake", "dvc"], calls
+            # The table itself, then the line naming its files: the result, not only its path.
+            lines = done.stdout.strip().splitlines()
+            assert "| the demo table |" in lines[:-1], done.stdout
+            assert lines[-1].startswith("make demo: the table is results/tables/digits.md")
 
 
 def test_make_robustness_demo_runs_the_demo_then_only_its_curves(tmp_path: Path) -> None:
