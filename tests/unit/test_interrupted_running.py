@@ -97,3 +97,42 @@ def test_a_stale_lock_whose_pid_was_reused_is_no_training(tmp_path: Path) -> Non
     assert not being_written(run)
     (line,) = interrupted.warnings(tmp_path)
     assert line.startswith(f"warning: {RUN} holds an interrupted training"), line
+
+
+def test_results_of_another_training_than_the_params_give_are_not_warned_of(
+        tmp_path: Path) -> None:
+    """Cut short during a retrain that an edit of params.yaml started (newcomer audit): its
+    standing results record the training before the edit, so Snakemake reruns them and the
+    training with them, and a plain rerun continues it; no warning, no `--forcerun` advice.
+    Results of the training the params give now still get the warning, naming the default
+    target (a bare `snakemake`: the demo's table), and so does a record that cannot be read."""
+    import json
+
+    import numpy as np
+
+    from tests.helpers.tiny import tiny_params
+    from wscat.config import validate_params
+    from wscat.workflow import training_fingerprint
+
+    params = validate_params(tiny_params())
+    cut_short(tmp_path)
+    metrics = tmp_path / "results/metrics/digits/cnn/wscat/seed1.json"
+    now = training_fingerprint(params, "digits", "cnn", "wscat")
+    for recorded, warned in ((now, True), ("0123456789abcdef", False)):
+        metrics.write_text(json.dumps({"manifest": {"training": {"fingerprint": recorded}}}))
+        lines = interrupted.warnings(tmp_path, params=params)
+        assert len(lines) == warned, (recorded, lines)
+    metrics.write_text("{not json")
+    (line,) = interrupted.warnings(tmp_path, params=params)
+    assert line.endswith("-- results/tables/digits.tex"), line
+    # A labeler's pseudo-labels record its training as `labeler_training`.
+    metrics.unlink()
+    labeler = tmp_path / "results/models/digits/cnn/mt/seed1"
+    (labeler / "resume").mkdir(parents=True)
+    (labeler / "resume/last.pt").write_bytes(b"")
+    pseudo = tmp_path / "results/pseudo/digits/cnn/mt/seed1.npz"
+    pseudo.parent.mkdir(parents=True)
+    for recorded, warned in ((training_fingerprint(params, "digits", "cnn", "mt"), True),
+                             ("0123456789abcdef", False)):
+        np.savez(pseudo, labeler_training=np.array(recorded))
+        assert len(interrupted.warnings(tmp_path, params=params)) == warned, recorded

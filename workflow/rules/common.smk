@@ -98,7 +98,9 @@ if loaded_by_snakemake():
 # A training cut short by a killed --forcerun: its old results stand in for it (wscat.interrupted).
 if loaded_by_snakemake():
     for line in interrupted.warnings(
-        targets=getattr(CLI, "targets", None), profile=getattr(CLI, "workflow_profile", None)
+        targets=getattr(CLI, "targets", None),
+        profile=getattr(CLI, "workflow_profile", None),
+        params=config,
     ):
         print(f"wscat: {line}", file=sys.stderr)
 
