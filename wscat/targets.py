@@ -78,10 +78,15 @@ def named_targets(params: dict[str, Any]) -> list[tuple[str, list[str], str]]:
         named.append((rule_name("robustness", name), [curves],
                       f"robustness curves of experiment {name}: {curves} (each run's PGD accuracy "
                       "against eps and steps: its extra evaluation)"))
-    for tier in params.get("paper") or {}:
+    for tier, spec in (params.get("paper") or {}).items():
         index = paths.fill(paths.PAPER_INDEX, tier=tier)
+        datasets = list(dict.fromkeys(  # the datasets its tables are of, in params.yaml's order
+            params["experiments"][entry[part]["experiment"]]["dataset"]
+            for entry in spec["datasets"] for part in paper.parts(entry)
+            if entry[part]["experiment"] in params["experiments"]))
         named.append((rule_name("paper", tier), [index],
-                      f"every table and figure of paper tier {tier}: {index}"))
+                      f"every table and figure of paper tier {tier} ({', '.join(datasets)}): "
+                      f"{index}"))
     return named
 
 
