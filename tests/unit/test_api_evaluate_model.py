@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from tests.helpers.tiny import tiny_params, write_params
+from tests.helpers.api_runs import exported_run
+from tests.helpers.tiny import tiny_params
 from tests.unit.test_api_refusals import files, refused
 from wscat import api
 from wscat.config import evaluation_for, validate_params
@@ -33,11 +34,7 @@ class Plain(nn.Module):
 def made(tmp_path_factory) -> dict:
     """One TRADES run of 1 epoch on tiny params, evaluated (core) and exported."""
     work = tmp_path_factory.mktemp("evaluate-model")
-    params = write_params(work / "params.yaml", tiny_params(epochs=1))
-    run = api.train_method("trades", out_dir=work / "runs", params=params, device="cpu")
-    result = api.evaluate_checkpoint(run.checkpoint, params=params, device="cpu")
-    entry = work / "runs" / "trades-digits.json"
-    api.export_model(run.checkpoint, result.path, entry)
+    params, run, result, entry = exported_run(work, "trades")
     net, _ = api.load_model(run.checkpoint)
     return {"params": params, "result": result, "entry": entry, "net": net, "runs": work / "runs",
             "test": api.test_set(run.split, params=params)}

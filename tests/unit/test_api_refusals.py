@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers.api_runs import exported_run
 from tests.helpers.tiny import tiny_params, write_params
 from wscat import api
 from wscat.config import SEED_MAX
@@ -39,11 +40,7 @@ def made(tmp_path_factory) -> dict[str, Path]:
     """One Standard run of 1 epoch on tiny params, evaluated and exported; a pseudo-label file
     (its two arrays: what the kind check reads); the paths of each."""
     work = tmp_path_factory.mktemp("api-refusals")
-    params = write_params(work / "params.yaml", tiny_params(epochs=1))
-    run = api.train_method("standard", out_dir=work / "runs", params=params, device="cpu")
-    result = api.evaluate_checkpoint(run.checkpoint, params=params, device="cpu")
-    entry = work / "runs" / "standard-digits.json"
-    api.export_model(run.checkpoint, result.path, entry)
+    params, run, result, entry = exported_run(work, "standard")
     pseudo = work / "runs" / "pseudo-mt-seed1.npz"
     np.savez(pseudo, indices=np.arange(3), pseudo_labels=np.zeros(3, dtype=np.int64))
     return {"params": params, "runs": work / "runs", "split": run.split,
