@@ -132,6 +132,17 @@ def fetch_groups(params: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     return groups
 
 
+def fetch_description(params: dict[str, Any], dataset: str, files: list[str]) -> str:
+    """A fetch rule's line (`snakemake --list-target-rules`): what it fetches, and how."""
+    import os
+
+    how = ("downloaded, md5-checked" if params["datasets"][dataset].get("download")
+           else "to be placed by hand (download: false; md5-checked)")
+    what = (", ".join(files) if len(files) <= 2
+            else f"{len(files)} files under {os.path.commonpath(files)}/")
+    return f"dataset {dataset}'s archives, {what}: {how}"
+
+
 def training_inputs(params: dict[str, Any], dataset: str, model: str, method: str,
                     seed: str) -> dict[str, str | list[str]]:
     """The labeler's pseudo-labels for a method trained on `data: pseudo`, DMAT's generated

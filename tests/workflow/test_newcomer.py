@@ -99,6 +99,9 @@ def test_targets_are_listed_and_asked_for_by_name(tmp_path: Path, env: dict[str,
     assert "results/paper/digits/Tab-RQ1-digits.tex" in rules["table_digits_table2"]
     by_name = ok(snakemake("-n", "table_digits_table2"), workdir, env).stdout
     assert job_counts(by_name)["paper_table"] == 1 and "results/tables/digits-table2" not in by_name
+    # A missing archive's fetch rule says whether it downloads or waits for a hand-placed file.
+    assert rules["fetch_cifar10"].endswith("data/raw/cifar-10-python.tar.gz: downloaded, md5-checked)")
+    assert "11 files under data/raw/imagenet32/: to be placed by hand" in rules["fetch_imagenet32"]
     # Each experiment's robustness curves, by name too: its extra evaluations and the figure.
     assert "results/robustness-curves/digits-ablation.png" in rules["robustness_digits_ablation"]
     curves = job_counts(ok(snakemake("-n", "robustness_digits"), workdir, env).stdout)

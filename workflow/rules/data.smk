@@ -1,7 +1,7 @@
 for fetch_rule, fetch_dataset, fetch_files in wf.fetch_groups(config):
 
     rule:
-        """A dataset's archives under data/raw/: downloaded (CIFAR) or placed by hand, md5-checked."""
+        f"""{wf.fetch_description(config, fetch_dataset, fetch_files)}"""
         name:
             fetch_rule
         output:
