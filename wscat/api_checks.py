@@ -159,6 +159,24 @@ def check_model_argument(model: Any) -> None:
                          f"api.load_exported(entry)), not {type(model).__name__}")
 
 
+def native(array: np.ndarray) -> np.ndarray:
+    """The array in this machine's byte order (torch refuses another, e.g. big-endian '>f4')."""
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
+
+
+def _runs_on(model: nn.Module, image: torch.Tensor) -> bool:
+    """Whether the model, in eval mode, takes `image` (its first convolution need not be its
+    input layer); a model in train mode is not run (its batch norm would learn from the probe)."""
+    if any(module.training for module in model.modules()):
+        return False
+    try:
+        with torch.no_grad():
+            model(image.float() / 255 if image.dtype == torch.uint8 else image)
+    except (RuntimeError, ValueError, TypeError, IndexError):
+        return False
+    return True
+
+
 def images_for(model: nn.Module, images: Any) -> torch.Tensor:
     """`images` as the tensor `model` takes (N x C x H x W, C its input channels; uint8, or floats
     in [0,1] of its dtype), a numpy array converted; anything else refused in one line saying
@@ -167,7 +185,7 @@ def images_for(model: nn.Module, images: Any) -> torch.Tensor:
         if images.dtype != np.uint8 and not np.issubdtype(images.dtype, np.floating):
             raise ValueError(f"images are a numpy array of {images.dtype}; pass uint8 (0..255) "
                              "or floats in [0, 1]")
-        images = torch.from_numpy(np.ascontiguousarray(images))
+        images = torch.from_numpy(np.ascontiguousarray(native(images)))
     elif not isinstance(images, torch.Tensor):
         hint = "; torch.stack(images) a list of image tensors" if isinstance(
             images, (list, tuple)) else ""
@@ -183,7 +201,7 @@ def images_for(model: nn.Module, images: Any) -> torch.Tensor:
                                                if channels == 1 else "")
                 if images.ndim in (2, 3) else "")
         raise ValueError(f"images are {shape}; pass a batch, {wanted}{hint}")
-    if channels is not None and images.shape[1] != channels:
+    if channels is not None and images.shape[1] != channels and not _runs_on(model, images[:1]):
         if images.shape[3] == channels:
             raise ValueError(f"images are {shape}, channel-last (N x H x W x C); the model "
                              f"takes {wanted}: pass images.permute(0, 3, 1, 2) (a numpy "

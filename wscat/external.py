@@ -4,6 +4,7 @@ harmonic Mean, at a dataset's threat model and params.yaml's `evaluation` settin
 the workflow's `evaluate` picks (`api.evaluate_model`)."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,13 +12,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from wscat.api_checks import native
 from wscat.attacks.mode import require_eval
-from wscat.config import evaluation_for
+from wscat.config import evaluation_for, short_attacks
 from wscat.data.capacity import known_labels
 from wscat.data.sources.base import to_unit
 from wscat.evaluation import core_suite, stratified_order
 from wscat.inference import outputs_of
-from wscat.models import LogitsOnly
+from wscat.models import MODELS, LogitsOnly
 from wscat.training.speed import autocast
 
 
@@ -70,18 +72,36 @@ class FeaturesLogits(nn.Module):
 
 def as_pair(model: nn.Module, probe: torch.Tensor) -> tuple[nn.Module, int]:
     """The model as (features, logits) (an exported entry: its wscat network) and its number of
-    classes, read from its output on `probe` (one image); an output of another form is refused."""
+    classes, read from its output on `probe` (one image). Only a wscat network's output is a
+    (features, logits) pair: another model's tuple is refused, its order unknown (a (logits,
+    aux) pair read as (features, logits) attacks the wrong output), as is any output that is not
+    N x K float logits, a model that is not float32 and one through which no gradient reaches
+    the images (the white-box attacks need it)."""
     if isinstance(model, LogitsOnly):
         model = model.model
-    with torch.no_grad():
-        output = model(probe)
-    logits = output[1] if isinstance(output, tuple) and len(output) == 2 else output
-    if not (isinstance(logits, torch.Tensor) and logits.ndim == 2 and len(logits) == 1
-            and logits.shape[1] >= 2 and logits.is_floating_point()):
-        raise ValueError("model= must map N images to N x K logits (K classes, at least 2), or to "
-                         "a wscat model's (features, logits); its output on one image is "
-                         f"{_form(output)}")
-    return (model if isinstance(output, tuple) else FeaturesLogits(model)), logits.shape[1]
+    wide = [f"{p.dtype}" for p in model.parameters() if p.is_floating_point()
+            and p.dtype != torch.float32]
+    if wide:
+        raise ValueError(f"model= has {wide[0]} parameters; the attacks run in float32 (bf16 "
+                         "where evaluation.precision says so): pass model.float()")
+    ours = isinstance(model, tuple(MODELS.values()))
+    with torch.enable_grad():
+        x = probe.detach().clone().requires_grad_(True)
+        output = model(x)
+        if isinstance(output, tuple) and not ours:
+            raise ValueError(f"model= returns a tuple of {len(output)}, whose logits wscat cannot "
+                             "tell; pass a module that returns the logits alone (N x K)")
+        logits = output[1] if ours and isinstance(output, tuple) else output
+        if not (isinstance(logits, torch.Tensor) and logits.ndim == 2 and len(logits) == 1
+                and logits.shape[1] >= 2 and logits.is_floating_point()):
+            raise ValueError("model= must map N images to N x K logits (K classes, at least 2), "
+                             f"or be a wscat network; its output on one image is {_form(output)}")
+        if not logits.requires_grad or torch.autograd.grad(
+                logits.sum(), x, allow_unused=True)[0] is None:
+            raise ValueError("no gradient reaches the images through model= (a no_grad or "
+                             "detach in its forward, or logits that do not depend on the "
+                             "images); the white-box attacks need one")
+    return (model if ours else FeaturesLogits(model)), logits.shape[1]
 
 
 def _form(output: Any) -> str:
@@ -99,7 +119,7 @@ def checked_labels(labels: Any, n_images: int, num_classes: int) -> torch.Tensor
         if not np.issubdtype(labels.dtype, np.integer):
             raise ValueError(f"labels are a numpy array of {labels.dtype}; pass integers, one "
                              "class per image")
-        labels = torch.from_numpy(np.ascontiguousarray(labels))
+        labels = torch.from_numpy(np.ascontiguousarray(native(labels)))
     elif not isinstance(labels, torch.Tensor):
         raise ValueError(f"labels= takes a torch.Tensor or a numpy array of class indices, not "
                          f"{type(labels).__name__}")
@@ -120,13 +140,31 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dic
     """The core suite on the model's device (images: N x C x H x W, uint8 or [0,1] floats, checked
     by the caller). The PGD and CW random starts are drawn from `seed`, as a run's are from its
     seed; the attacked images are the first `evaluation.n_examples` of the class-stratified
-    order of `evaluation.subset_seed` (given a split's test set, those its metrics measured)."""
+    order of `evaluation.subset_seed` (given a split's test set, those its metrics measured).
+    Gradients are on inside, whatever the caller's grad mode; torch's random state (AutoAttack
+    seeds it) is the caller's again after; attacks too short to reach eps are warned of
+    (UserWarning), as `wscat evaluate` warns."""
+    if torch.is_inference_mode_enabled():
+        raise ValueError("evaluate_model runs attacks, which need gradients: call it outside "
+                         "torch.inference_mode()")
     require_eval(model, error=ValueError,
                  message="the model is in train mode: its batch norm would attack with each "
                          "batch's statistics and change its own; call model.eval() first")
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), \
+            torch.enable_grad():
+        result = _evaluate(model, images, labels, params=params, dataset=dataset, seed=seed,
+                           device=device)
+    warning = short_attacks(params, dataset, "evaluation", ("PGD", "CW"))
+    if warning:  # "warning: on digits, ...": the category says it already
+        warnings.warn(warning.removeprefix("warning: "), stacklevel=3)
+    return result
+
+
+def _evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dict[str, Any],
+              dataset: str, seed: int, device: torch.device) -> ModelEvaluation:
     if not len(images):
         raise ValueError("images hold no image; pass the test images to attack (N x C x H x W)")
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
     pair, num_classes = as_pair(model, to_unit(images[:1].to(device)))
     threat = params["datasets"][dataset]
     check_fits(dataset, threat, tuple(images.shape[1:]), num_classes)

@@ -4,6 +4,7 @@ bit for bit, whether the model comes as a wscat network, an exported entry or a 
 logits module; bad input is one ValueError line, and nothing is written."""
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,9 @@ from tests.unit.test_api_refusals import files, refused
 from wscat import api
 from wscat.config import evaluation_for, validate_params
 from wscat.evaluation import stratified_order
+
+# Tiny params attack with PGD-5: every call warns of it (asserted in one test below).
+pytestmark = pytest.mark.filterwarnings("ignore:on digits, PGD-5 and CW-5 move:UserWarning")
 
 
 class Plain(nn.Module):
@@ -55,15 +59,44 @@ def test_a_run_s_own_model_gives_its_checkpoint_s_numbers_whatever_its_form(made
     assert torch.equal(got.indices, order) and len(order) == 40
 
 
+def test_the_caller_s_torch_state_is_left_as_it_was_and_short_attacks_are_warned_of(made) -> None:
+    """Inside torch.no_grad() the attacks still get their gradients; AutoAttack seeds torch's
+    random generator, which is the caller's again after; tiny params' PGD-5 is warned of, as
+    `wscat evaluate` warns; a model whose first convolution is not its input layer is taken."""
+    test, expected = made["test"], made["result"].accuracy
+    model = LaterConv(made["net"]).eval()  # its initialisation draws from the generator
+    torch.manual_seed(123)
+    with torch.no_grad(), pytest.warns(UserWarning, match="on digits, PGD-5 and CW-5 move"):
+        got = api.evaluate_model(model, test.images, test.labels, dataset="digits",
+                                 params=made["params"], seed=1)
+    after = torch.rand(3)
+    torch.manual_seed(123)
+    assert torch.equal(after, torch.rand(3))
+    assert got.accuracy == expected
+
+
+class LaterConv(Plain):
+    """A convolution registered before the network it wraps, never applied to the images."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__(net)
+        self.head = nn.Conv2d(7, 7, 1)
+
+
 def test_numpy_images_and_labels_are_the_tensors_they_hold(made) -> None:
     """uint8 numpy images (0..255) and int32 labels: the numbers of the same tensors."""
     test, net = made["test"], made["net"]
     pixels = np.rint(test.images.numpy() * 255).astype(np.uint8)
     as_tensor = api.evaluate_model(net, torch.from_numpy(pixels), test.labels, dataset="digits",
                                    params=made["params"], seed=2)
-    as_numpy = api.evaluate_model(net, pixels, test.labels.numpy().astype(np.int32),
+    as_numpy = api.evaluate_model(net, pixels, test.labels.numpy().astype(">i4"),  # big-endian
                                   dataset="digits", params=made["params"], seed=2)
     assert as_numpy.accuracy == as_tensor.accuracy
+    big_endian = api.evaluate_model(net, test.images.numpy().astype(">f4"), test.labels,
+                                    dataset="digits", params=made["params"], seed=2)
+    floats = api.evaluate_model(net, test.images, test.labels, dataset="digits",
+                                params=made["params"], seed=2)
+    assert big_endian.accuracy == floats.accuracy
 
 
 class Wide(nn.Module):
@@ -74,6 +107,17 @@ class Wide(nn.Module):
 class Five(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.flatten(1)[:, :5]  # 5 classes where digits has 10
+
+
+class Swapped(Plain):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features, logits = self.net(x)
+        return logits, -logits  # (logits, aux): read as (features, logits) it attacks -logits
+
+
+class Detached(Plain):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x.detach())[1]  # a non-differentiable preprocessing step
 
 
 @pytest.mark.parametrize("change, words", [
@@ -90,9 +134,13 @@ class Five(nn.Module):
                                         "pass dataset="]),
     (lambda m: {"model": Five().eval()}, ["the model has 5 classes, dataset 'digits' 10"]),
     (lambda m: {"seed": True}, ["seed=True is not an int"]),
+    (lambda m: {"model": Swapped(m["net"]).eval()}, ["returns a tuple of 2", "logits alone"]),
+    (lambda m: {"model": Detached(m["net"]).eval()}, ["no gradient reaches the images"]),
+    (lambda m: {"model": copy.deepcopy(m["net"]).double()}, ["torch.float64 parameters",
+                                                             "model.float()"]),
 ], ids=["float-labels", "labels-short", "labels-range", "labels-list", "no-images",
         "not-logits", "train-mode", "unknown-dataset", "other-dataset", "other-classes",
-        "bool-seed"])
+        "bool-seed", "tuple-of-another-model", "no-gradient", "float64-model"])
 def test_bad_input_is_one_line_and_nothing_is_written(made, change, words) -> None:
     before = files(made["runs"])
     call = {"model": made["net"], "images": made["test"].images, "labels": made["test"].labels,
@@ -104,3 +152,10 @@ def test_bad_input_is_one_line_and_nothing_is_written(made, change, words) -> No
         made["net"].eval()
     assert files(made["runs"]) == before
     assert not list(Path.cwd().glob("*.shards"))
+
+
+def test_inside_inference_mode_it_is_one_line(made) -> None:
+    with torch.inference_mode():
+        refused(lambda: api.evaluate_model(made["net"], made["test"].images, made["test"].labels,
+                                           dataset="digits", params=made["params"]),
+                "outside torch.inference_mode()")
