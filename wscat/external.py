@@ -42,17 +42,18 @@ class ModelEvaluation:
 
 
 def check_fits(dataset: str, cfg: dict[str, Any], image_shape: tuple[int, ...],
-               num_classes: int) -> None:
+               num_classes: int | None = None) -> None:
     """Refuse images or a model that are not of `dataset` (its eps would be the wrong threat
-    model): another image size than its source's, another number of classes than it has. An
-    npz dataset's sizes are not known without its file: not checked."""
+    model): another image size than its source's, another number of classes than it has (where
+    `num_classes` is given). An npz dataset's sizes are not known without its file: not
+    checked."""
     source = cfg.get("source", dataset)
     shape = IMAGE_SHAPES.get(source)
     if shape is not None and tuple(image_shape) != shape:
         raise ValueError(f"images are {' x '.join(map(str, image_shape))} (C x H x W), dataset "
                          f"'{dataset}' holds {' x '.join(map(str, shape))}: pass dataset= the "
                          "one the images come from (its eps is the threat model)")
-    known = known_labels(cfg, dataset)
+    known = known_labels(cfg, dataset) if num_classes is not None else None
     if known is not None and known[1] != num_classes:
         raise ValueError(f"the model has {num_classes} classes, dataset '{dataset}' {known[1]}: "
                          "pass dataset= the one the model was trained on")
@@ -87,7 +88,12 @@ def as_pair(model: nn.Module, probe: torch.Tensor) -> tuple[nn.Module, int]:
     ours = isinstance(model, tuple(MODELS.values()))
     with torch.enable_grad():
         x = probe.detach().clone().requires_grad_(True)
-        output = model(x)
+        try:
+            output = model(x)
+        except (RuntimeError, ValueError, TypeError, IndexError) as error:
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise ValueError(f"model= fails on one of the images ({first}); pass images of the "
+                             "size and layout it takes") from None
         if isinstance(output, tuple) and not ours:
             raise ValueError(f"model= returns a tuple of {len(output)}, whose logits wscat cannot "
                              "tell; pass a module that returns the logits alone (N x K)")
@@ -165,8 +171,9 @@ def _evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: di
               dataset: str, seed: int, device: torch.device) -> ModelEvaluation:
     if not len(images):
         raise ValueError("images hold no image; pass the test images to attack (N x C x H x W)")
-    pair, num_classes = as_pair(model, to_unit(images[:1].to(device)))
     threat = params["datasets"][dataset]
+    check_fits(dataset, threat, tuple(images.shape[1:]))
+    pair, num_classes = as_pair(model, to_unit(images[:1].to(device)))
     check_fits(dataset, threat, tuple(images.shape[1:]), num_classes)
     labels = checked_labels(labels, len(images), num_classes)
     evaluation = evaluation_for(params, dataset)

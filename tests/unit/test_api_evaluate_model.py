@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from torch import nn
 
 from tests.helpers.api_runs import exported_run
@@ -109,6 +110,26 @@ class Five(nn.Module):
         return x.flatten(1)[:, :5]  # 5 classes where digits has 10
 
 
+def with_npz(params_file: Path) -> dict:
+    """The params with an npz dataset `mine` (digits' settings): its image size is its file's,
+    not known beforehand, so no size check stands before the model's first forward pass."""
+    params = yaml.safe_load(Path(params_file).read_text())
+    params["datasets"]["mine"] = {**params["datasets"]["digits"], "source": "npz",
+                                  "path": "data/mine.npz"}
+    return params
+
+
+class Linear(nn.Module):
+    """Takes 8 x 8 images only: flattened into a linear layer of 64 inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x.flatten(1))
+
+
 class Swapped(Plain):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         features, logits = self.net(x)
@@ -138,9 +159,13 @@ class Detached(Plain):
     (lambda m: {"model": Detached(m["net"]).eval()}, ["no gradient reaches the images"]),
     (lambda m: {"model": copy.deepcopy(m["net"]).double()}, ["torch.float64 parameters",
                                                              "model.float()"]),
+    (lambda m: {"model": Linear().eval(), "images": m["test"].images[:, :, :4, :4],
+                "dataset": "mine", "params": with_npz(m["params"])},
+     ["model= fails on one of the images", "mat1 and mat2"]),
 ], ids=["float-labels", "labels-short", "labels-range", "labels-list", "no-images",
         "not-logits", "train-mode", "unknown-dataset", "other-dataset", "other-classes",
-        "bool-seed", "tuple-of-another-model", "no-gradient", "float64-model"])
+        "bool-seed", "tuple-of-another-model", "no-gradient", "float64-model",
+        "model-fails-on-the-images"])
 def test_bad_input_is_one_line_and_nothing_is_written(made, change, words) -> None:
     before = files(made["runs"])
     call = {"model": made["net"], "images": made["test"].images, "labels": made["test"].labels,
