@@ -41,19 +41,20 @@ class ModelEvaluation:
     indices: torch.Tensor
 
 
-def check_fits(dataset: str, cfg: dict[str, Any], image_shape: tuple[int, ...],
-               num_classes: int | None = None) -> None:
-    """Refuse images or a model that are not of `dataset` (its eps would be the wrong threat
-    model): another image size than its source's, another number of classes than it has (where
-    `num_classes` is given). An npz dataset's sizes are not known without its file: not
-    checked."""
-    source = cfg.get("source", dataset)
-    shape = IMAGE_SHAPES.get(source)
+def check_image_size(dataset: str, cfg: dict[str, Any], image_shape: tuple[int, ...]) -> None:
+    """Refuse images of another size than `dataset`'s source holds (its eps would be the wrong
+    threat model). An npz dataset's size is not known without its file: not checked."""
+    shape = IMAGE_SHAPES.get(cfg.get("source", dataset))
     if shape is not None and tuple(image_shape) != shape:
         raise ValueError(f"images are {' x '.join(map(str, image_shape))} (C x H x W), dataset "
                          f"'{dataset}' holds {' x '.join(map(str, shape))}: pass dataset= the "
                          "one the images come from (its eps is the threat model)")
-    known = known_labels(cfg, dataset) if num_classes is not None else None
+
+
+def check_classes(dataset: str, cfg: dict[str, Any], num_classes: int) -> None:
+    """Refuse a model of another number of classes than `dataset` has (where it is known without
+    its files)."""
+    known = known_labels(cfg, dataset)
     if known is not None and known[1] != num_classes:
         raise ValueError(f"the model has {num_classes} classes, dataset '{dataset}' {known[1]}: "
                          "pass dataset= the one the model was trained on")
@@ -172,9 +173,9 @@ def _evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: di
     if not len(images):
         raise ValueError("images hold no image; pass the test images to attack (N x C x H x W)")
     threat = params["datasets"][dataset]
-    check_fits(dataset, threat, tuple(images.shape[1:]))
+    check_image_size(dataset, threat, tuple(images.shape[1:]))
     pair, num_classes = as_pair(model, to_unit(images[:1].to(device)))
-    check_fits(dataset, threat, tuple(images.shape[1:]), num_classes)
+    check_classes(dataset, threat, num_classes)
     labels = checked_labels(labels, len(images), num_classes)
     evaluation = evaluation_for(params, dataset)
     order = stratified_order(labels, evaluation["subset_seed"])

@@ -134,8 +134,6 @@ def fetch_groups(params: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
 
 def fetch_description(params: dict[str, Any], dataset: str, files: list[str]) -> str:
     """A fetch rule's line (`snakemake --list-target-rules`): what it fetches, and how."""
-    import os
-
     how = ("downloaded, md5-checked" if params["datasets"][dataset].get("download")
            else "to be placed by hand (download: false; md5-checked)")
     what = (", ".join(files) if len(files) <= 2
