@@ -151,3 +151,22 @@ def test_shards_resume_after_a_kill_and_give_the_uninterrupted_result(tmp_path, 
     calls.clear()
     autoattack_accuracy(model, x, y, shard_dir=tmp_path, **{**kwargs, "seed": 1})
     assert len(calls) == 3
+
+
+def test_a_shard_attacked_in_fp32_is_not_reused_under_bf16_autocast(tmp_path, monkeypatch):
+    """evaluation.precision switched after a kill: the bf16 attack runs every shard again, and a
+    rerun in fp32 still finds its own shards."""
+    model = _model()
+    x, y = _data(model)
+    kwargs = dict(variant="paper", eps=0.1, seed=0, batch_size=8, shard_size=4)
+    autoattack_accuracy(model, x, y, shard_dir=tmp_path, **kwargs)
+    real, calls = autoattack.run_shard, []
+    monkeypatch.setattr(shards.autoattack, "run_shard",
+                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        autoattack_accuracy(model, x, y, shard_dir=tmp_path, **kwargs)
+    assert len(calls) == 3
+    calls.clear()
+    autoattack_accuracy(model, x, y, shard_dir=tmp_path / "fp32", **kwargs)
+    autoattack_accuracy(model, x, y, shard_dir=tmp_path / "fp32", **kwargs)
+    assert len(calls) == 3  # the second fp32 call resumed all three

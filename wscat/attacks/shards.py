@@ -2,7 +2,8 @@
 is written to `shard_dir`, so a killed evaluation continues with the first unfinished shard.
 
 A shard file is reused only if its key matches: the model's weights, the inputs and labels of the
-shard, the variant's settings, eps, seed, batch size, device type and library version.
+shard, the variant's settings, eps, seed, batch size, device type, the autocast precision the
+attack runs under (`evaluation.precision`) and the library versions.
 """
 from __future__ import annotations
 
@@ -64,13 +65,22 @@ def _load(path: Path, key: str) -> ShardResult | None:
         return None
 
 
+def _autocast(device_type: str) -> str:
+    """The autocast dtype forward passes on `device_type` run in now ("off" outside autocast):
+    a shard attacked in bf16 is not an fp32 one."""
+    if not torch.is_autocast_enabled(device_type):
+        return "off"
+    return str(torch.get_autocast_dtype(device_type))
+
+
 def _shard_key(model_digest: str, x: torch.Tensor, y: torch.Tensor, *, variant: Variant,
                config: dict[str, Any], eps: float, seed: int, batch_size: int) -> str:
     """What a finished shard's file must match to be reused."""
     return hashlib.sha256(json.dumps({
         "model": model_digest, "inputs": _digest(x, y), "variant": variant,
         "settings": config, "eps": eps, "seed": seed, "batch_size": batch_size,
-        "device": x.device.type, "pyautoattack": autoattack.library_version(),
+        "device": x.device.type, "autocast": _autocast(x.device.type),
+        "pyautoattack": autoattack.library_version(),
         "torch": torch.__version__}, sort_keys=True).encode()).hexdigest()
 
 
