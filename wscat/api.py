@@ -306,8 +306,8 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
 
 def evaluate_model(model: nn.Module, images: torch.Tensor | np.ndarray,
                    labels: torch.Tensor | np.ndarray, *, dataset: str,
-                   params: ParamsLike = "params.yaml", seed: int = 1, threads: int | None = None
-                   ) -> ModelEvaluation:
+                   params: ParamsLike = "params.yaml", seed: int = 1, threads: int | None = None,
+                   resume_dir: str | Path | None = None) -> ModelEvaluation:
     """The core attack suite (Natural, FGSM, PGD-20, CW-20, the official standard AutoAttack and
     their harmonic Mean) on any eval-mode model, on its device: one of RobustBench's, your own,
     an exported entry (images -> logits) or a wscat model ((features, logits)). The threat model
@@ -317,14 +317,20 @@ def evaluate_model(model: nn.Module, images: torch.Tensor | np.ndarray,
     order of the labels: given `test_set(split)`, the images the workflow's metrics of that
     split measured (`ModelEvaluation.indices`). Images as `predict` takes them; labels one class
     index per image. `dataset` has no default: its eps is the threat model (digits' is not
-    CIFAR's). Nothing is written."""
+    CIFAR's). Nothing is written unless `resume_dir` is given: a folder (made if missing) where
+    each finished AutoAttack shard is kept, so that a killed call given it again continues at
+    the first unfinished shard (a shard is reused only where model, images and settings match)."""
     check_model_argument(model)
     params = _params(params)
     check_names(params, dataset=dataset)
     seed, threads = checked_seed(seed), checked_threads(threads)
+    shard_dir = None if resume_dir is None else as_path(resume_dir, "resume_dir",
+                                                        "a folder's path (made if missing)")
+    check_writable(shard_dir, folders=True)  # before the attacks, not at the first shard
     images = images_for(model, images)
     with _cpu_threads(threads):
-        return _evaluate_model(model, images, labels, params=params, dataset=dataset, seed=seed)
+        return _evaluate_model(model, images, labels, params=params, dataset=dataset, seed=seed,
+                               shard_dir=shard_dir)
 
 
 def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *,

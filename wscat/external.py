@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,12 +34,16 @@ class ModelEvaluation:
     """Test accuracies (%) under each core attack and their harmonic Mean; the threat model's
     `eps` (the dataset's); how each attack was measured (`attacks`, as a metrics file's manifest
     has them); `indices`: the positions, in the images given, of the images attacked, in the
-    order attacked (the first `evaluation.n_examples` of the class-stratified order)."""
+    order attacked (the first `evaluation.n_examples` of the class-stratified order); `correct`:
+    per attack of the five, a bool per image, True where the model stays right, in that order
+    over the images every attack saw (`indices[:len(correct["AA"])]`: all of them unless
+    `evaluation.autoattack.n_examples` cuts AutoAttack's), as a metrics file's `per_image`."""
 
     accuracy: dict[str, float]
     eps: float
     attacks: dict[str, Any]
     indices: torch.Tensor
+    correct: dict[str, torch.Tensor]
 
 
 def check_image_size(dataset: str, cfg: dict[str, Any], image_shape: tuple[int, ...]) -> None:
@@ -143,14 +148,15 @@ def checked_labels(labels: Any, n_images: int, num_classes: int) -> torch.Tensor
 
 
 def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dict[str, Any],
-             dataset: str, seed: int) -> ModelEvaluation:
+             dataset: str, seed: int, shard_dir: Path | None = None) -> ModelEvaluation:
     """The core suite on the model's device (images: N x C x H x W, uint8 or [0,1] floats, checked
     by the caller). The PGD and CW random starts are drawn from `seed`, as a run's are from its
     seed; the attacked images are the first `evaluation.n_examples` of the class-stratified
     order of `evaluation.subset_seed` (given a split's test set, those its metrics measured).
     Gradients are on inside, whatever the caller's grad mode; torch's random state (AutoAttack
     seeds it) is the caller's again after; attacks too short to reach eps are warned of
-    (UserWarning), as `wscat evaluate` warns."""
+    (UserWarning), as `wscat evaluate` warns. Finished AutoAttack shards are kept in
+    `shard_dir` (a killed call given it again resumes; wscat.attacks.shards)."""
     if torch.is_inference_mode_enabled():
         raise ValueError("evaluate_model runs attacks, which need gradients: call it outside "
                          "torch.inference_mode()")
@@ -161,7 +167,7 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dic
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), \
             torch.enable_grad():
         result = _evaluate(model, images, labels, params=params, dataset=dataset, seed=seed,
-                           device=device)
+                           device=device, shard_dir=shard_dir)
     warning = short_attacks(params, dataset, "evaluation", ("PGD", "CW"))
     if warning:  # "warning: on digits, ...": the category says it already
         warnings.warn(warning.removeprefix("warning: "), stacklevel=3)
@@ -169,7 +175,8 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dic
 
 
 def _evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dict[str, Any],
-              dataset: str, seed: int, device: torch.device) -> ModelEvaluation:
+              dataset: str, seed: int, device: torch.device, shard_dir: Path | None
+              ) -> ModelEvaluation:
     if not len(images):
         raise ValueError("images hold no image; pass the test images to attack (N x C x H x W)")
     threat = params["datasets"][dataset]
@@ -184,6 +191,10 @@ def _evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: di
     x, y = to_unit(images[order].to(device)), labels[order].to(device)
     with autocast(device, evaluation["precision"]), outputs_of("model=", "images given"):
         suite = core_suite(pair, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
-                           evaluation=evaluation, seed=seed, test_set_size=len(images))
+                           evaluation=evaluation, seed=seed, test_set_size=len(images),
+                           shard_dir=shard_dir)
+    correct = {name: torch.tensor([c == "1" for c in flags], dtype=torch.bool)
+               for name, flags in suite.per_image.items()}
     return ModelEvaluation(accuracy={k: round(v, 4) for k, v in suite.accuracy.items()},
-                           eps=threat["eps"], attacks=suite.attacks, indices=order)
+                           eps=threat["eps"], attacks=suite.attacks, indices=order,
+                           correct=correct)

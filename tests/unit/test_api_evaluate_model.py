@@ -184,3 +184,53 @@ def test_inside_inference_mode_it_is_one_line(made) -> None:
         refused(lambda: api.evaluate_model(made["net"], made["test"].images, made["test"].labels,
                                            dataset="digits", params=made["params"]),
                 "outside torch.inference_mode()")
+
+
+def test_per_image_flags_are_the_metrics_file_s_and_a_killed_call_resumes(made, tmp_path,
+                                                                          monkeypatch) -> None:
+    """`correct` holds the metrics file's per-image flags; with resume_dir a second call reuses
+    every finished AutoAttack shard (AutoAttack itself never runs) and gives the same numbers."""
+    from wscat.attacks import shards
+    from wscat.io import read_json_object
+
+    test, expected = made["test"], made["result"].accuracy
+    folder = tmp_path / "aa" / "shards"
+    first = api.evaluate_model(made["net"], test.images, test.labels, dataset="digits",
+                               params=made["params"], seed=1, resume_dir=folder)
+    assert first.accuracy == expected
+    metrics = read_json_object(made["result"].path, "metrics", "")
+    assert {name: "".join("1" if f else "0" for f in flags.tolist())
+            for name, flags in first.correct.items()} == metrics["per_image"]["correct"]
+    # Tiny params run AutoAttack on the first 8 of the 40 images: the flags are those 8 images'.
+    assert {len(flags) for flags in first.correct.values()} == {8}
+    assert round(100.0 * first.correct["AA"].float().mean().item(), 4) == expected["AA"]
+    written = sorted(p.name for p in folder.iterdir())
+    assert written and all(n.startswith("aa-standard-") for n in written)
+
+    def killed(*args, **kwargs):
+        raise AssertionError("AutoAttack ran again")
+
+    monkeypatch.setattr(shards.autoattack, "run_shard", killed)
+    again = api.evaluate_model(made["net"], test.images, test.labels, dataset="digits",
+                               params=made["params"], seed=1, resume_dir=str(folder))
+    assert again.accuracy == expected
+    assert all(torch.equal(again.correct[k], first.correct[k]) for k in first.correct)
+    # Another model's shards are not its: it attacks them itself (and here is stopped).
+    other = copy.deepcopy(made["net"])
+    with torch.no_grad():
+        next(other.parameters()).add_(1e-3)
+    with pytest.raises(AssertionError, match="AutoAttack ran again"):
+        api.evaluate_model(other, test.images, test.labels, dataset="digits",
+                           params=made["params"], seed=1, resume_dir=folder)
+
+
+def test_a_resume_dir_under_a_file_is_one_line_before_any_attack(made, tmp_path) -> None:
+    (tmp_path / "taken").write_text("mine")
+    with pytest.raises(OSError, match=r"taken is a file, not a folder") as raised:
+        api.evaluate_model(made["net"], made["test"].images, made["test"].labels,
+                           dataset="digits", params=made["params"], resume_dir=tmp_path / "taken")
+    assert "\n" not in str(raised.value)
+    assert (tmp_path / "taken").read_text() == "mine"
+    refused(lambda: api.evaluate_model(made["net"], made["test"].images, made["test"].labels,
+                                       dataset="digits", params=made["params"], resume_dir=3),
+            "resume_dir= takes a path")
