@@ -32,8 +32,24 @@ def test_split_reproduces_the_logits_at_a_middle_feature_map(architecture, optio
 def test_split_names_the_layers_it_accepts():
     model = _model(width=8)
     assert split_model(model, torch.rand(1, 1, 8, 8), "features.2").layer == "features.2"
-    with pytest.raises(ValueError, match="valid: auto, features.0, features.1, features.2"):
+    with pytest.raises(ValueError, match="valid: auto, last, features.0, features.1, features.2"):
         split_model(model, torch.rand(1, 1, 8, 8), "features.3")
+
+
+@pytest.mark.parametrize("architecture, options, layer, kind", [
+    ("cnn", {"width": 8}, "features.2", "Sequential"),
+    ("wideresnet", {"depth": 10, "width": 1}, "features.4", "BatchNorm2d"),  # after the last BN
+    ("resnet", {"depth": 18}, "features.10", "BasicBlock"),                  # layer4's output
+])
+def test_last_is_where_kim_et_al_and_the_release_cut(architecture, options, layer, kind):
+    """`last`: their code's `pop_number=3`, the last stage's map (WRN: after its final batch
+    norm, before the ReLU), which `auto` and features.K (BN outputs excluded) cannot name."""
+    model = _model(architecture, **options)
+    x = torch.rand(3, 1, 32, 32)  # CIFAR's size: ResNet's last stage is still 4 x 4
+    split = split_model(model, x, "last")
+    assert split.layer == layer
+    assert type(model.features[int(layer.split(".")[1])]).__name__ == kind
+    assert torch.allclose(split.tail(split.front(x)), model(x)[1], atol=1e-5)
 
 
 def test_bottleneck_rule_on_a_hand_built_head():
@@ -52,6 +68,62 @@ def test_bottleneck_rule_on_a_hand_built_head():
     mask = non_robust_channels(tail, z, labels, steps=200, lr=0.1, beta=0.3,
                                generator=torch.Generator().manual_seed(0))
     assert mask.tolist() == [[True, False, True]] * 4
+    # beta 30: the KL holds channel 1's sigma^2 at its variance too (all flagged); lr 0.001:
+    # sigma^2 barely leaves softplus(0)^2 = 0.48, above every channel's variance (~0.09).
+    for beta, lr, row in ((30.0, 0.1, [True] * 3), (0.3, 0.001, [False] * 3)):
+        mask = non_robust_channels(tail, z, labels, steps=200, lr=lr, beta=beta,
+                                   generator=torch.Generator().manual_seed(0))
+        assert mask.tolist() == [row] * 4, (beta, lr)
+
+
+def test_the_threshold_is_each_example_s_largest_channel_variance():
+    """With no Adam step sigma^2 = softplus(0)^2 = 0.4805 everywhere. Example 0's channels all
+    vary little (variance 0.01 at most): every sigma^2 lies above its own maximum, so none is
+    non-robust; example 1's channel 0 has unbiased variance 0.6 ([a, -a, a, -a], a^2 = 0.45):
+    all three flagged. Kim et al.'s code takes the maximum over the whole batch (0.6: all six
+    flagged); a biased variance (0.45) or exp instead of softplus (sigma^2 = 1) flags none."""
+    z = torch.full((2, 3, 2, 2), 0.0)
+    z[:, :, 0, 0] = 0.1  # variance 0.0025 in every channel of both examples
+    a = 0.45 ** 0.5
+    z[1, 0] = torch.tensor([[a, -a], [a, -a]])
+    mask = non_robust_channels(lambda h: h.mean(dim=(2, 3)), z, torch.tensor([0, 1]), steps=0,
+                               lr=0.1, beta=0.3)
+    assert mask.tolist() == [[False, False, False], [True, True, True]]
+
+
+def test_nrf_accuracy_attacks_with_the_bottleneck_s_mask_and_the_config_s_settings(monkeypatch):
+    """The settings reach the bottleneck and the attack, the attack gets the bottleneck's mask
+    (not all channels), and the manifest's fraction counts (example, channel) pairs."""
+    from wscat.attacks import nrf
+
+    model = _model(width=8)
+    x, y = torch.rand(5, 1, 8, 8), torch.arange(5)
+    config = {"layer": "auto", "ib_steps": 7, "ib_lr": 0.03, "ib_beta": 0.9, "steps": 3,
+              "weight": 0.4}
+    seen = {}
+
+    def bottleneck(tail, z, labels, **kwargs):
+        seen["bottleneck"] = kwargs
+        mask = torch.zeros(len(z), z.shape[1], dtype=torch.bool)
+        mask[:, :3] = True  # 3 of 16 channels
+        return mask
+
+    def objective(split, labels, mask, weight):
+        seen["mask"], seen["weight"] = mask.clone(), weight
+        return cw_objective(model, labels)
+
+    monkeypatch.setattr(nrf, "non_robust_channels", bottleneck)
+    monkeypatch.setattr(nrf, "nrf_objective", objective)
+    accuracy, found = nrf.nrf_accuracy(model, x, y, eps=0.1, step_size=0.02, config=config,
+                                       batch_size=8, generator=torch.Generator().manual_seed(0))
+    assert {k: seen["bottleneck"][k] for k in ("steps", "lr", "beta")} == {
+        "steps": 7, "lr": 0.03, "beta": 0.9}
+    assert seen["mask"].sum(dim=1).tolist() == [3] * 5 and seen["weight"] == 0.4
+    assert found == {"layer": "features.1", "channels": 16, "non_robust_fraction": 0.1875}
+    assert 0 <= accuracy <= 100
+    with pytest.raises(Exception, match="eval"):
+        nrf.nrf_accuracy(model.train(), x, y, eps=0.1, step_size=0.02, config=config,
+                         batch_size=8, generator=torch.Generator().manual_seed(0))
 
 
 def test_nrf_gradient_boosts_the_non_robust_channels():

@@ -11,15 +11,21 @@ supplementary Table 6 reports robust accuracy under it.
 2. The attack maximises the CW margin and intensifies its gradient on the non-robust channels:
    the input gradient is J_h^T (g + w ||g|| (m g) / ||m g||), g = d margin / d z.
 
-Departures from their code and the WSCAT release, which run an unbounded L2 attack with Adam in
-tanh space on the last stage's feature map: the attack here is L-inf PGD in the same eps-ball
-(steps, step size, random start) as our other columns, so its number compares with our CW and
-PGD, not with the paper's NRF; and M is taken per example (their code: over the batch). A result
-still depends on the batch size (the bottleneck's noise and the random start are drawn per
-batch): evaluation.batch_size is fixed in params, so it is reproducible. Where the bottleneck
-flags nearly every channel (the manifest's non_robust_fraction near 1, as on a small digits CNN
-an audit trained: 0.998), the boost scales the whole gradient and the attack is CW-20's; on the
-CIFAR-10 proxy's seed 1 (0.73-0.76 flagged) it read 0.1-0.3 points above CW-20.
+Departures from their code and the WSCAT release (model/IFP.py, core/attacks/IFP.py), which run an
+unbounded L2 attack with Adam in tanh space on the last stage's feature map: the attack here is
+L-inf PGD in the same eps-ball (steps, step size, random start) as our other columns, so its
+number compares with our CW and PGD, not with the paper's NRF; M is taken per example (their code:
+over the batch); the map is a middle one by default (`layer: auto`; `last` is theirs,
+`pop_number=3`: WRN's last stage after its final BN); and the boost is w ||g_i|| per example with
+w = 1, where their cost 0.1 f - ||z - (z - m g)|| gives the feature direction
+0.1 g + m g / ||m g||, normed over the whole batch: an effective w that grows as the margin's
+gradient and the batch shrink (about 50 on a toy CNN an audit ran), so their attack follows the
+non-robust channels far more than ours, which stays near CW-20. A result still depends on the
+batch size (the bottleneck's noise and the random start are drawn per batch):
+evaluation.batch_size is fixed in params, so it is reproducible. Where the bottleneck flags nearly
+every channel (the manifest's non_robust_fraction near 1, as on a small digits CNN an audit
+trained: 0.998), the boost scales the whole gradient and the attack is CW-20's; on the CIFAR-10
+proxy's seed 1 (0.73-0.76 flagged) it read 0.1-0.3 points above CW-20.
 """
 from __future__ import annotations
 
@@ -53,28 +59,33 @@ class SplitModel:
 def split_model(model: nn.Module, probe: torch.Tensor, layer: str = "auto") -> SplitModel:
     """Cut a classifier(features(normalize(x))) model after `features.K` ("auto": the middle one
     of the convolutions and blocks that output a spatial feature map; e.g. the second block of
-    the cnn, the second block of WRN-28-10's second stage), checked against model(probe)."""
+    the cnn, the second block of WRN-28-10's second stage; "last": the last spatial map, a final
+    batch norm's output included: WRN's last stage after its BN, before the ReLU, and ResNet's
+    last block, where Kim et al.'s and the release's code cut), checked against model(probe)."""
     features = getattr(model, "features", None)
     if not (isinstance(features, nn.Sequential) and hasattr(model, "normalize")
             and hasattr(model, "classifier")):
         raise ValueError("NRF needs a model computed as classifier(features(normalize(x))) with "
                          "features an nn.Sequential (the cnn, wideresnet and resnet models)")
     with torch.no_grad():
-        h, maps = model.normalize(probe), []
+        h, maps, last = model.normalize(probe), [], None
         for index, child in enumerate(features):
             h = child(h)
-            # Feature maps are the outputs of convolutions and blocks, not of a lone BN or ReLU.
-            if (h.dim() == 4 and h.shape[2] * h.shape[3] > 1
-                    and not isinstance(child, (nn.BatchNorm2d, nn.ReLU))):
-                maps.append(index)
+            if h.dim() == 4 and h.shape[2] * h.shape[3] > 1 and not isinstance(child, nn.ReLU):
+                last = index
+                # Feature maps are the outputs of convolutions and blocks, not of a lone BN.
+                if not isinstance(child, nn.BatchNorm2d):
+                    maps.append(index)
     names = [f"features.{i}" for i in maps]
     if layer == "auto" and maps:
         index = maps[len(maps) // 2]
+    elif layer == "last" and last is not None:
+        index = last
     elif layer in names:
         index = maps[names.index(layer)]
     else:
         raise ValueError(f"evaluation.nrf.layer: '{layer}' is not a spatial feature map of this "
-                         f"model; valid: auto, {', '.join(names) or '(none)'}")
+                         f"model; valid: auto, last, {', '.join(names) or '(none)'}")
     head, rest = features[: index + 1], features[index + 1:]
 
     def front(x: torch.Tensor) -> torch.Tensor:
