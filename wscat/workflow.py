@@ -180,9 +180,13 @@ def to_json(section: Any) -> str:
 
 
 def split_params(params: dict[str, Any], dataset: str) -> str:
+    """What decides a dataset's split: SPLIT_KEYS, the source and, for your own images (`source:
+    npz`), the file and its md5: other labels in a replaced file need another split."""
     cfg = params["datasets"][dataset]
     split = {key: cfg[key] for key in SPLIT_KEYS if key in cfg}
-    return to_json({**split, "source": cfg.get("source", dataset)})
+    source = cfg.get("source", dataset)
+    own = {"path": cfg.get("path"), "md5": cfg.get("md5")} if source == "npz" else {}
+    return to_json({**split, "source": source, **own})
 
 
 def train_params(params: dict[str, Any], dataset: str, model: str, method: str) -> str:

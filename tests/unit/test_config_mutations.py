@@ -233,6 +233,20 @@ def test_the_split_depends_on_its_keys_and_source_not_the_threat_model() -> None
     assert json.loads(split_params(params, "digits"))["source"] == "digits"
 
 
+def test_your_own_images_split_anew_when_their_file_changes() -> None:
+    """`source: npz`: the file and its md5 are the split's too. A replaced file (its md5 line
+    updated, as the md5 refusal says) retrains every run; its labels need a new split as well,
+    not the old file's indices (which `load_split_of` would otherwise accept)."""
+    params = params_yaml()
+    params["datasets"]["mine"] = {**params["datasets"]["digits"], "source": "npz",
+                                  "path": "data/mine.npz", "md5": "a" * 32}
+    before = json.loads(split_params(params, "mine"))
+    assert (before["path"], before["md5"]) == ("data/mine.npz", "a" * 32)
+    params["datasets"]["mine"]["md5"] = "b" * 32
+    assert json.loads(split_params(params, "mine")) == {**before, "md5": "b" * 32}
+    assert "md5" not in json.loads(split_params(params, "digits"))
+
+
 def test_a_paper_tier_reads_the_experiments_it_names() -> None:
     base = workflow.paper_section(params_yaml(), "digits")
     named, unnamed = params_yaml(), params_yaml()
