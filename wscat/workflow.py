@@ -284,10 +284,28 @@ def validation_fingerprint(params: dict[str, Any], dataset: str) -> str:
 
 def paper_section(params: dict[str, Any], tier: str) -> str:
     """What a tier's outputs read from params.yaml: the tier, and every experiment it names."""
+    return to_json(_paper_section(params, tier))
+
+
+def _paper_section(params: dict[str, Any], tier: str) -> dict[str, Any]:
     spec = paper.tier_spec(params, tier)
     names = {e[part]["experiment"] for e in spec["datasets"] for part in paper.parts(e)}
-    return to_json({"tier": spec,
-                    "experiments": {name: params["experiments"][name] for name in sorted(names)}})
+    return {"tier": spec,
+            "experiments": {name: params["experiments"][name] for name in sorted(names)}}
+
+
+def analysis_params(params: dict[str, Any], tier: str, figure: str, dataset: str) -> str:
+    """What `wscat analyse` reads from params.yaml: the tier's section and, for Fig-similarity,
+    the settings of each method whose AEs it makes (RLFAT's blocks, WSCAT's beta) and the
+    dataset's threat model, which no checkpoint it reads records (their training is another
+    method's, or none)."""
+    section = _paper_section(params, tier)
+    if figure == "Fig-similarity":
+        methods = paper.tier_spec(params, tier)["similarity"]["methods"]
+        section["similarity"] = {
+            "methods": {m: method_for(params, m, dataset) for m in methods},
+            "threat": params["datasets"][dataset]}
+    return to_json(section)
 
 
 # --- the order in which ready jobs start (Snakemake's `priority`, higher first) --------------

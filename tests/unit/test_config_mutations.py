@@ -256,6 +256,25 @@ def test_a_paper_tier_reads_the_experiments_it_names() -> None:
     assert workflow.paper_section(unnamed, "digits") == base
 
 
+def test_fig_similarity_reruns_when_a_setting_of_the_aes_it_makes_changes() -> None:
+    """Its AEs are made by TRADES', RLFAT's and WSCAT's inner maximisations on one WSCAT
+    checkpoint: RLFAT's blocks or the threat model change them while that checkpoint stands."""
+    def prints(params: dict) -> tuple[str, str]:
+        return tuple(workflow.analysis_params(params, "digits", figure, "digits")
+                     for figure in ("Fig-similarity", "Fig-feature"))
+
+    base = prints(params_yaml())
+    for edit in (lambda p: p["methods"]["rlfat"].update(blocks=4),
+                 lambda p: p["datasets"]["digits"].update(train_step_size=0.01)):
+        params = params_yaml()
+        edit(params)
+        similarity, feature = prints(params)
+        assert similarity != base[0] and feature == base[1]
+    other = params_yaml()
+    other["methods"]["dmat"]["lam"] = 9.0  # not among Fig-similarity's methods
+    assert prints(other) == base
+
+
 # --- which settings apply: resolve_method, method_for, training_for, evaluation_for -------------
 
 def test_a_variants_own_knobs_win_on_every_dataset_and_its_overrides_merge() -> None:

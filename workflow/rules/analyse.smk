@@ -21,7 +21,7 @@ rule analyse:
         gpu=1,
     params:
         params_file=PARAMS,
-        config=get_paper_section,
+        config=get_analysis_params,
     shell:
         "wscat analyse --params {params.params_file} --tier {wildcards.tier}"
         " --figure {wildcards.figure} --dataset {wildcards.dataset} --out {output}"

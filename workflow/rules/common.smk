@@ -311,6 +311,11 @@ def get_paper_section(wildcards):
 
 
 @or_stop
+def get_analysis_params(wildcards):
+    return wf.analysis_params(config, wildcards.tier, wildcards.figure, wildcards.dataset)
+
+
+@or_stop
 def get_paper_cells_flag(wildcards):
     """--paper-cells where a tier dataset's companion compares with the paper's cells of other
     names (the CIFAR-10 proxy's WRN-16-4 beside CIFAR10 WRN-28-10); nothing otherwise."""
