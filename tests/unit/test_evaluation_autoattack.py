@@ -170,3 +170,30 @@ def test_a_shard_attacked_in_fp32_is_not_reused_under_bf16_autocast(tmp_path, mo
     autoattack_accuracy(model, x, y, shard_dir=tmp_path / "fp32", **kwargs)
     autoattack_accuracy(model, x, y, shard_dir=tmp_path / "fp32", **kwargs)
     assert len(calls) == 3  # the second fp32 call resumed all three
+
+
+class Scaled(Linear):
+    """Linear behind an input scale kept, as wscat's Normalize keeps its mean and std, in a
+    non-persistent buffer: not in the state dict."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.tensor(scale), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return super().forward(x * self.scale)
+
+
+def test_the_same_weights_under_another_normalisation_attack_their_own_shards(tmp_path,
+                                                                             monkeypatch):
+    first, second = Scaled(1.0).eval(), Scaled(0.5).eval()
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(),
+                                                 second.state_dict().values()))
+    x, y = _data(first)
+    kwargs = dict(variant="paper", eps=0.1, seed=0, batch_size=8, shard_size=4)
+    autoattack_accuracy(first, x, y, shard_dir=tmp_path, **kwargs)
+    real, calls = autoattack.run_shard, []
+    monkeypatch.setattr(shards.autoattack, "run_shard",
+                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    autoattack_accuracy(second, x, y, shard_dir=tmp_path, **kwargs)
+    assert len(calls) == 3

@@ -1,9 +1,10 @@
 """Resumable AutoAttack: the examples are cut into shards of `shard_size`, and each finished shard
 is written to `shard_dir`, so a killed evaluation continues with the first unfinished shard.
 
-A shard file is reused only if its key matches: the model's weights, the inputs and labels of the
-shard, the variant's settings, eps, seed, batch size, device type, the autocast precision the
-attack runs under (`evaluation.precision`) and the library versions.
+A shard file is reused only if its key matches: the model (its classes, parameters and buffers,
+non-persistent ones included), the inputs and labels of the shard, the variant's settings, eps,
+seed, batch size, device type, the autocast precision the attack runs under
+(`evaluation.precision`) and the library versions.
 """
 from __future__ import annotations
 
@@ -47,6 +48,17 @@ def _digest(*tensors: torch.Tensor) -> str:
         h.update(f"{tensor.dtype}:{tuple(tensor.shape)}:".encode())
         h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+def _model_digest(model: nn.Module) -> str:
+    """SHA-256 of the model's module classes and of every parameter and buffer by name, the
+    non-persistent buffers a state dict leaves out included (wscat's Normalize keeps its mean
+    and std in such): the same weights under another normalisation are another model. State in
+    plain attributes (an outside model's preprocessing constants) is not seen."""
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    layout = json.dumps([[type(m).__module__ + "." + type(m).__qualname__ for m in model.modules()],
+                         [name for name, _ in tensors]])
+    return hashlib.sha256((layout + _digest(*(t for _, t in tensors))).encode()).hexdigest()
 
 
 def _load(path: Path, key: str) -> ShardResult | None:
@@ -125,7 +137,7 @@ def _autoattack_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, 
     adversary = autoattack.build(logits, variant=variant, eps=eps, seed=seed, n_classes=n_classes,
                                  device=x.device)
     config = autoattack.settings(adversary)
-    model_digest = _digest(*model.state_dict().values())
+    model_digest = _model_digest(model)
     results: list[ShardResult] = []
     starts = range(0, len(x), shard_size)
     times: list[float] = []  # the shards this process attacked, for the time left
