@@ -1,6 +1,8 @@
 """Provenance for manifests: the package versions and git revision a run used, and its hardware."""
 from __future__ import annotations
 
+import functools
+import hashlib
 import platform
 import subprocess
 from importlib import metadata
@@ -21,6 +23,21 @@ def versions() -> dict[str, str]:
             found[package] = "absent"
     found["git"] = git_revision()
     return found
+
+
+@functools.cache
+def code_digest(package: Path = Path(__file__).resolve().parent) -> str:
+    """16 hex digits of the SHA-256 of the package's Python files (paths and bytes), the report
+    code (`report/`, which no training reads) left out: a resume/last.pt trained by other code
+    is not continued (wscat.training.trainer)."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative.startswith("report/"):
+            continue
+        digest.update(f"{relative}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def git_revision(package: Path = Path(__file__).resolve().parent) -> str:

@@ -181,11 +181,12 @@ def to_json(section: Any) -> str:
 
 def split_params(params: dict[str, Any], dataset: str) -> str:
     """What decides a dataset's split: SPLIT_KEYS, the source and, for your own images (`source:
-    npz`), the file and its md5: other labels in a replaced file need another split."""
+    npz`), the file's md5 (its content: the same file elsewhere splits the same): other labels
+    in a replaced file need another split, whether its md5 line is updated or deleted."""
     cfg = params["datasets"][dataset]
     split = {key: cfg[key] for key in SPLIT_KEYS if key in cfg}
     source = cfg.get("source", dataset)
-    own = {"path": cfg.get("path"), "md5": cfg.get("md5")} if source == "npz" else {}
+    own = {"md5": cfg.get("md5")} if source == "npz" else {}
     return to_json({**split, "source": source, **own})
 
 

@@ -178,7 +178,7 @@ def test_a_one_by_one_map_is_no_spatial_feature_map() -> None:
     features.0 and features.2 (8 x 8), auto takes the second; the 1 x 1 outputs are not offered."""
     model = _Stack().eval()
     assert split_model(model, torch.rand(2, 1, 8, 8)).layer == "features.2"
-    with pytest.raises(ValueError, match=r"valid: auto, features\.0, features\.2$"):
+    with pytest.raises(ValueError, match=r"valid: auto, last, features\.0, features\.2$"):
         split_model(model, torch.rand(2, 1, 8, 8), "features.3")
 
 

@@ -234,16 +234,21 @@ def test_the_split_depends_on_its_keys_and_source_not_the_threat_model() -> None
 
 
 def test_your_own_images_split_anew_when_their_file_changes() -> None:
-    """`source: npz`: the file and its md5 are the split's too. A replaced file (its md5 line
-    updated, as the md5 refusal says) retrains every run; its labels need a new split as well,
-    not the old file's indices (which `load_split_of` would otherwise accept)."""
+    """`source: npz`: the file's md5 is the split's too. A replaced file (its md5 line updated
+    or deleted, as the md5 refusal says) retrains every run; its labels need a new split as
+    well, not the old file's indices (which `load_split_of` would otherwise accept). The same
+    file under another path splits the same."""
     params = params_yaml()
     params["datasets"]["mine"] = {**params["datasets"]["digits"], "source": "npz",
                                   "path": "data/mine.npz", "md5": "a" * 32}
     before = json.loads(split_params(params, "mine"))
-    assert (before["path"], before["md5"]) == ("data/mine.npz", "a" * 32)
+    assert before["md5"] == "a" * 32
     params["datasets"]["mine"]["md5"] = "b" * 32
     assert json.loads(split_params(params, "mine")) == {**before, "md5": "b" * 32}
+    del params["datasets"]["mine"]["md5"]
+    assert json.loads(split_params(params, "mine")) == {**before, "md5": None}
+    params["datasets"]["mine"].update(md5="a" * 32, path="elsewhere/mine.npz")
+    assert json.loads(split_params(params, "mine")) == before
     assert "md5" not in json.loads(split_params(params, "digits"))
 
 

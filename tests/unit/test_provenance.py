@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from wscat.provenance import git_revision
+from wscat.provenance import code_digest, git_revision
 
 GIT = ["git", "-c", "user.name=wscat-test", "-c", "user.email=wscat-test@example.invalid"]
 
@@ -34,3 +34,22 @@ def test_the_package_folders_commit_and_its_own_changes_only(tmp_path: Path) -> 
 
 def test_outside_a_checkout_it_is_unknown(tmp_path: Path) -> None:
     assert git_revision(tmp_path) == "unknown"
+
+
+def test_the_code_digest_follows_the_package_s_python_files_but_not_its_reports(
+        tmp_path: Path) -> None:
+    """What a resume checks (wscat.training.trainer): any edit of a module a training may run,
+    a new module too; the report code, which no training reads, left out."""
+    def digest_of(files: dict[str, str]) -> str:
+        package = tmp_path / f"pkg{len(list(tmp_path.iterdir()))}"
+        for name, text in files.items():
+            (package / name).parent.mkdir(parents=True, exist_ok=True)
+            (package / name).write_text(text)
+        return code_digest(package)
+
+    base = {"losses.py": "LOSS = 1\n", "report/table.py": "ROWS = 1\n", "notes.md": "a\n"}
+    first = digest_of(base)
+    assert digest_of(base) == first and len(first) == 16
+    assert digest_of({**base, "losses.py": "LOSS = 2\n"}) != first
+    assert digest_of({**base, "methods/new.py": ""}) != first
+    assert digest_of({**base, "report/table.py": "ROWS = 2\n", "notes.md": "b\n"}) == first

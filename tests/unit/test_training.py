@@ -229,12 +229,15 @@ def test_the_time_left_leaves_out_the_first_part_once_there_are_others() -> None
     assert progress(3, 10, "shards", []) == "3/10 shards"  # all resumed: no pace yet
 
 
-@pytest.mark.parametrize("change", ["pseudo-labels", "labeler training", "method code"])
+@pytest.mark.parametrize("change", ["pseudo-labels", "labeler training", "method code",
+                                    "wscat code"])
 def test_a_killed_run_starts_afresh_when_what_it_trained_on_changed(tmp_path, setting,
                                                                    monkeypatch, capsys, change):
     """A run killed after an epoch, then run again after its labeler was retrained (other
-    pseudo-labels, or another labeler training in the step's meta) or its own method's code was
-    edited: not resumed (epochs of the old labels or loss kept under the new ones, a workflow
+    pseudo-labels, or another labeler training in the step's meta), its own method's code was
+    edited or wscat's own code changed (`snakemake --forcerun train` after a pull, an audit's
+    case: the loss of new code continued the old code's epochs, best.pt naming the new
+    revision): not resumed (epochs of the old labels or loss kept under the new ones, a workflow
     user's finding), but trained afresh, equal to a run that never saw the old ones."""
     params, source, split = setting
     params = tiny_params(epochs=2)
@@ -253,12 +256,16 @@ def test_a_killed_run_starts_afresh_when_what_it_trained_on_changed(tmp_path, se
         data = training_data(source, split, "pseudo", (pseudo + 1) % 10)
     elif change == "labeler training":
         meta = {"training_fingerprint": "b" * 16}
-    else:
+    elif change == "method code":
         code.write_text(code.read_text().replace("return loss, {", "return 2 * loss, {"))
         assert "2 * loss" in code.read_text()
+    else:
+        monkeypatch.setattr(trainer_module, "code_digest", lambda: "f" * 16)
     capsys.readouterr()
     train(run, data, tmp_path / "run", meta=meta)
-    assert "ignoring resume/last.pt: it was made with other params" in capsys.readouterr().err
+    said = ("its epoch 1 ran on other wscat code" if change == "wscat code" else
+            "it was made with other params")
+    assert f"ignoring resume/last.pt: {said}" in capsys.readouterr().err
     train(run, data, tmp_path / "fresh", meta=meta)
     again, fresh = (load_checkpoint(tmp_path / name / "last.pt") for name in ("run", "fresh"))
     assert all(torch.equal(again["model"][k], fresh["model"][k]) for k in fresh["model"])

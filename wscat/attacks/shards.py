@@ -79,10 +79,14 @@ def _load(path: Path, key: str) -> ShardResult | None:
 
 def _autocast(device_type: str) -> str:
     """The autocast dtype forward passes on `device_type` run in now ("off" outside autocast):
-    a shard attacked in bf16 is not an fp32 one."""
-    if not torch.is_autocast_enabled(device_type):
+    a shard attacked in bf16 is not an fp32 one. A device type autocast does not know (meta)
+    runs without it."""
+    try:
+        if not torch.is_autocast_enabled(device_type):
+            return "off"
+        return str(torch.get_autocast_dtype(device_type))
+    except RuntimeError:
         return "off"
-    return str(torch.get_autocast_dtype(device_type))
 
 
 def _shard_key(model_digest: str, x: torch.Tensor, y: torch.Tensor, *, variant: Variant,

@@ -35,6 +35,7 @@ from wscat.training.schedule import make_scheduler
 from wscat.training import threads
 from wscat.optim import SGD
 from wscat import own_method
+from wscat.provenance import code_digest
 from wscat.progress import progress
 from wscat.training.speed import (Precision, autocast, begin_graph_step, configure_backend,
                                   prepare_model, uses_cuda_graphs)
@@ -247,6 +248,7 @@ def _build(run: RunConfig, data: TrainingData, device: torch.device,
             "num_classes": data.num_classes, "mean": list(data.mean), "std": list(data.std),
             "dataset": run.dataset, "method": run.method, "seed": run.seed,
             "fingerprint": _fingerprint(run, data, meta or {}),
+            "code_sha256": code_digest(),  # checked on resume, beside the fingerprint
             **threads.training_record(device)}  # not in the fingerprint: older runs stay valid
     return _Training(model, method, optimizer, scheduler, ema, meta)
 
@@ -259,6 +261,16 @@ def _resume(training: _Training, resume_dir: Path, run: RunConfig, device: torch
     state = load_checkpoint(resume_dir / "last.pt", map_location=device)
     if state["meta"]["fingerprint"] != training.meta["fingerprint"]:
         print("ignoring resume/last.pt: it was made with other params", file=sys.stderr)
+        return
+    code = state["meta"].get("code_sha256")  # None: saved before it was recorded
+    if code is not None and code != training.meta["code_sha256"]:
+        there = state["meta"].get("versions", {}).get("git", "unknown")
+        now = training.meta.get("versions", {}).get("git", "unknown")
+        done = state["epoch"] + 1
+        span = "epoch 1" if done == 1 else f"epochs 1-{done}"
+        print(f"ignoring resume/last.pt: its {span} ran on other wscat code (git {there}; this "
+              f"is {now}); training {run.method} seed {run.seed} afresh (to continue instead, "
+              "run the code that trained them)", file=sys.stderr)
         return
     if not run_folder.best_at_hand(state, resume_dir):
         print(f"ignoring resume/last.pt: resume/best.pt, the checkpoint of its best epoch "
