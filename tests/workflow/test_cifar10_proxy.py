@@ -138,6 +138,9 @@ def test_snakemake_lists_the_proxy_dag_of_three_seeds(tmp_path: Path, env) -> No
                                          "paper_compare": 1, "curves": 18, "paper_index": 1}
     assert "--paper-cells CIFAR10 WRN-28-10" in result.stdout
     assert "--model wrn-16-4" in result.stdout
+    # The companion reads the paper's numbers: a corrected cell there redoes it.
+    compare = result.stdout[result.stdout.index("rule paper_compare:"):]
+    assert "wscat/report/reported.csv" in compare[:compare.index("output:")]
 
 
 def longer_labeler() -> dict:

@@ -35,7 +35,8 @@ rule paper_table:
 rule paper_compare:
     """A table beside the paper's numbers (wscat/report/reported.csv): ours, theirs, difference."""
     input:
-        paths.PAPER_TABLE_CSV,
+        table=paths.PAPER_TABLE_CSV,
+        reported=str(wf.paper.REPORTED),  # a corrected cell of the paper's redoes the companion
     output:
         tex=paths.PAPER_COMPARE_TEX,
         csv=report(
@@ -53,7 +54,7 @@ rule paper_compare:
     params:
         cells=get_paper_cells_flag,
     shell:
-        "wscat paper-compare --label {wildcards.label} --table-csv {input}{params.cells}"
+        "wscat paper-compare --label {wildcards.label} --table-csv {input.table}{params.cells}"
         " --tex {output.tex} --csv {output.csv} > {log} 2>&1"
 
 
