@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
+import hashlib
 import importlib.util
 import io
 import json
@@ -390,7 +392,8 @@ def summary(params: dict[str, Any], jobs: list[Job], results: Path, seed: int,
     text = io.StringIO()
     text.write(f"# CIFAR-10 proxy, seed {seed}\n\n- machine: {machine()}\n"
                f"- data: {npz or params['datasets'][dataset].get('root', 'data/raw')} "
-               f"(subset {params['datasets'][dataset].get('subset')})\n"
+               f"(subset {params['datasets'][dataset].get('subset')}"
+               + (f"; md5 {npz_md5(npz.resolve())}" if npz else "") + ")\n"
                f"- model {experiment['model']}, {training['epochs']} epochs{_longer(params)}, "
                f"{training['precision']}, channels_last {training['channels_last']}, "
                f"deterministic {training['deterministic']}, {_compiled(params)}\n"
@@ -617,6 +620,39 @@ def return_checkpoint(params: dict[str, Any], results: Path, seed: int, out: Pat
     return target
 
 
+# The md5 of the proxy's images, ../shared/datasets/cifar10-proxy.npz (DEVELOPERS.md copies it
+# to data/proxy/): the images of the seeds committed before run.json recorded its npz's md5.
+PROXY_NPZ_MD5 = "17dd8790b0856bd7f129454a280ef3d5"
+
+
+@functools.cache
+def npz_md5(npz: Path) -> str:
+    """The md5 of the file (read in 1 MiB pieces)."""
+    digest = hashlib.md5()
+    with open(npz, "rb") as handle:
+        for piece in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def check_images(npz: Path, done: dict[int, Path], repository: bool) -> None:
+    """Refuse (ValueError, one line) an npz of other images than a committed seed's: the md5 its
+    run.json records or, for a seed run before it was recorded, PROXY_NPZ_MD5 where the seeds are
+    the repository's. The path alone (which the params compare) does not tell a replaced file."""
+    from proxy_table import read_json
+
+    md5 = npz_md5(npz.resolve())
+    for seed, folder in done.items():
+        record = folder / "run.json"
+        recorded = (read_json(record, "run record").get("npz_md5") if record.is_file()
+                    else None)
+        expected = recorded or (PROXY_NPZ_MD5 if repository else None)
+        if expected is not None and md5 != expected:
+            raise ValueError(f"--npz {npz}: md5 {md5}, but committed seed {seed} ran on images "
+                             f"of md5 {expected}: this seed would not join its table; copy "
+                             "../shared/datasets/cifar10-proxy.npz there again (DEVELOPERS.md)")
+
+
 def seeds_dir_of(args: argparse.Namespace) -> Path | None:
     """The committed seeds this run must match: --seeds-dir, or by default the repository's
     with the repository's params.yaml (a test's own params have no committed seeds)."""
@@ -672,6 +708,8 @@ def checked_params(args: argparse.Namespace) -> dict[str, Any]:
                              f"({folder / 'params.yaml'}) in {key}: this seed would not join "
                              f"its table (benchmarks/proxy_table.py); run from a checkout whose "
                              f"params give the same, or pass --seeds-dir for another table")
+    if args.npz is not None:
+        check_images(args.npz, done, repository=args.seeds_dir is None)
     return raw
 
 
@@ -764,7 +802,8 @@ def main() -> int:
         return 2
     say(f"MPS: {mps_note}")
     after = args.evaluations == "after" or (args.evaluations == "auto" and mps is None)
-    schedule = {"jobs": jobs_why[0], "jobs_from": jobs_why[1], "threads": args.threads,
+    schedule = {"npz_md5": npz_md5(args.npz.resolve()) if args.npz else None,
+                "jobs": jobs_why[0], "jobs_from": jobs_why[1], "threads": args.threads,
                 "priority": args.priority, "labeler_beside": args.labeler_beside,
                 "mps": mps is not None, "evaluations": "after" if after else "beside"}
     described = (f"{jobs_why[0]} steps at once ({jobs_why[1]}), {args.threads} threads each; "

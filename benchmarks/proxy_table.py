@@ -196,6 +196,12 @@ def check_records(dirs: dict[int, Path]) -> None:
             raise ValueError(f"{record_path}: the record of a call that did not finish the seed; "
                              f"unpack the OUT/seed{seed}.tar.gz of the call that did (its "
                              "summary.md says every step done)")
+    images = {seed: md5 for seed, folder in dirs.items()
+              if (md5 := read_json(folder / "run.json", "run record", ()).get("npz_md5"))}
+    if len(set(images.values())) > 1:  # seeds run before it was recorded: their params' path
+        shown = ", ".join(f"seed {seed} {md5}" for seed, md5 in images.items())
+        raise ValueError(f"the seeds ran on other images (npz md5: {shown}); their numbers do not "
+                         "add up: rerun the odd seed on ../shared/datasets/cifar10-proxy.npz")
 
 
 def _runs_line(seed: int, folder: Path, commits: list[str]) -> str:

@@ -627,6 +627,25 @@ def test_the_seeds_compared_are_seeds_dir_s(tmp_path: Path, monkeypatch: pytest.
     assert cifar10_proxy.seeds_dir_of(ours) == ROOT / "benchmarks/results" / PROXY
 
 
+def test_the_npz_must_hold_the_committed_seeds_images(tmp_path: Path) -> None:
+    """The md5 a committed seed's run.json records; for one run before it was (seed 1), the
+    shared proxy file's, PROXY_NPZ_MD5, where the seeds are the repository's."""
+    npz = tmp_path / "p.npz"
+    npz.write_bytes(b"other images")
+    old, new = tmp_path / "seed1", tmp_path / "seed2"
+    old.mkdir()
+    new.mkdir()
+    with pytest.raises(ValueError, match=f"committed seed 1 ran on images of md5 "
+                                         f"{cifar10_proxy.PROXY_NPZ_MD5}"):
+        cifar10_proxy.check_images(npz, {1: old}, repository=True)
+    cifar10_proxy.check_images(npz, {1: old}, repository=False)  # another table's: no record
+    (new / "run.json").write_text(json.dumps({"npz_md5": "0" * 32}))
+    with pytest.raises(ValueError, match=f"committed seed 2 ran on images of md5 {'0' * 32}"):
+        cifar10_proxy.check_images(npz, {2: new}, repository=False)
+    (new / "run.json").write_text(json.dumps({"npz_md5": cifar10_proxy.npz_md5(npz)}))
+    cifar10_proxy.check_images(npz, {2: new}, repository=False)
+
+
 # ------------------------------------------------------------- what OUT says of the machine
 
 

@@ -493,6 +493,21 @@ def test_check_records_wants_complete_true_itself(tmp_path: Path, record, says: 
         proxy_table.check_records({1: tmp_path})
 
 
+def test_check_records_wants_the_seeds_images_to_agree(tmp_path: Path) -> None:
+    """run.json's npz_md5: seeds of other images are refused; a seed run before it was recorded
+    (seed 1 of the committed table) is compared by its params' path only."""
+    dirs = {}
+    for seed, md5 in ((1, None), (2, "a" * 32), (3, "a" * 32)):
+        dirs[seed] = tmp_path / f"seed{seed}"
+        dirs[seed].mkdir()
+        (dirs[seed] / "run.json").write_text(json.dumps(
+            {"complete": True, **({"npz_md5": md5} if md5 else {})}))
+    proxy_table.check_records(dirs)
+    (dirs[3] / "run.json").write_text(json.dumps({"complete": True, "npz_md5": "b" * 32}))
+    with pytest.raises(ValueError, match=f"other images .*seed 2 {'a' * 32}, seed 3 {'b' * 32}"):
+        proxy_table.check_records(dirs)
+
+
 # --- the page's parts ----------------------------------------------------------------------
 
 def _line(tmp_path: Path, record: dict | None, commits: list[str] | None = None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import json
 import os
 import re
@@ -957,6 +958,15 @@ def test_a_seed_whose_params_would_not_join_the_committed_seeds_never_runs(proxy
     shutil.copyfile(proxy_run["npz"], moved)
     path = check("path", lambda p: None, moved, "--check")
     assert path.returncode == 2 and "dataset.path" in path.stderr, path.stderr
+    # The same path, other images: the md5 the committed run.json records tells them apart.
+    record = committed / "seed1" / "run.json"
+    kept = record.read_text()
+    assert json.loads(kept)["npz_md5"] == hashlib.md5(proxy_run["npz"].read_bytes()).hexdigest()
+    record.write_text(json.dumps({**json.loads(kept), "npz_md5": "0" * 32}))
+    replaced = check("replaced", lambda p: None, proxy_run["npz"], "--check")
+    record.write_text(kept)
+    assert replaced.returncode == 2 and replaced.stderr.count("\n") == 1, replaced.stderr
+    assert f"committed seed 1 ran on images of md5 {'0' * 32}" in replaced.stderr
     again = check("again", lambda p: None, seed="1")  # a run, not --check: seed 1 is in
     assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
     assert "--seed 1: seed 1 is committed already" in again.stderr, again.stderr
