@@ -297,9 +297,9 @@ def _paper_section(params: dict[str, Any], tier: str) -> dict[str, Any]:
 
 def analysis_params(params: dict[str, Any], tier: str, figure: str, dataset: str) -> str:
     """What `wscat analyse` reads from params.yaml: the tier's section and, for Fig-similarity,
-    the settings of each method whose AEs it makes (RLFAT's blocks, WSCAT's beta) and the
-    dataset's threat model, which no checkpoint it reads records (their training is another
-    method's, or none)."""
+    the settings of each method whose AEs it makes (RLFAT's blocks, say) and the dataset's threat
+    model: it attacks one WSCAT checkpoint, whose training records WSCAT's settings and the
+    threat model but not the other methods'."""
     section = _paper_section(params, tier)
     if figure == "Fig-similarity":
         methods = paper.tier_spec(params, tier)["similarity"]["methods"]
