@@ -620,11 +620,6 @@ def return_checkpoint(params: dict[str, Any], results: Path, seed: int, out: Pat
     return target
 
 
-# The md5 of the proxy's images, ../shared/datasets/cifar10-proxy.npz (DEVELOPERS.md copies it
-# to data/proxy/): the images of the seeds committed before run.json recorded its npz's md5.
-PROXY_NPZ_MD5 = "17dd8790b0856bd7f129454a280ef3d5"
-
-
 @functools.cache
 def npz_md5(npz: Path) -> str:
     """The md5 of the file (read in 1 MiB pieces)."""
@@ -639,7 +634,7 @@ def check_images(npz: Path, done: dict[int, Path], repository: bool) -> None:
     """Refuse (ValueError, one line) an npz of other images than a committed seed's: the md5 its
     run.json records or, for a seed run before it was recorded, PROXY_NPZ_MD5 where the seeds are
     the repository's. The path alone (which the params compare) does not tell a replaced file."""
-    from proxy_table import read_json
+    from proxy_table import PROXY_NPZ_MD5, read_json
 
     md5 = npz_md5(npz.resolve())
     for seed, folder in done.items():

@@ -40,6 +40,9 @@ from wscat.report import paper  # noqa: E402
 
 EXPERIMENT = TIER = "cifar10-proxy"
 SEEDS_DIR = ROOT / "benchmarks" / "results" / EXPERIMENT
+# The md5 of the proxy's images, ../shared/datasets/cifar10-proxy.npz (DEVELOPERS.md copies it
+# to data/proxy/): what every committed seed ran on (run.json's npz_md5, from seed 2 on).
+PROXY_NPZ_MD5 = "17dd8790b0856bd7f129454a280ef3d5"
 SEED_DIR = re.compile(r"seed(\d+)")
 NAN = re.compile(r"\bnan\b", re.IGNORECASE)
 
@@ -196,12 +199,26 @@ def check_records(dirs: dict[int, Path]) -> None:
             raise ValueError(f"{record_path}: the record of a call that did not finish the seed; "
                              f"unpack the OUT/seed{seed}.tar.gz of the call that did (its "
                              "summary.md says every step done)")
-    images = {seed: md5 for seed, folder in dirs.items()
-              if (md5 := read_json(folder / "run.json", "run record", ()).get("npz_md5"))}
-    if len(set(images.values())) > 1:  # seeds run before it was recorded: their params' path
+
+
+def check_images(dirs: dict[int, Path], reference: str | None) -> None:
+    """Refuse seeds that ran on other images: the npz md5 each run.json records must be
+    `reference` (the repository's seeds: PROXY_NPZ_MD5) or, without one, the same in every seed
+    that records it. A seed run before it was recorded (seed 1) is compared by its params' npz
+    path (`read_seeds`) only."""
+    images = {seed: md5 for seed, folder in dirs.items() if (folder / "run.json").is_file()
+              and (md5 := read_json(folder / "run.json", "run record").get("npz_md5"))}
+    if reference is None and len(set(images.values())) > 1:
         shown = ", ".join(f"seed {seed} {md5}" for seed, md5 in images.items())
         raise ValueError(f"the seeds ran on other images (npz md5: {shown}); their numbers do not "
-                         "add up: rerun the odd seed on ../shared/datasets/cifar10-proxy.npz")
+                         "add up: rerun the odd one on the images of the others")
+    odd = {seed: md5 for seed, md5 in images.items() if reference and md5 != reference}
+    if odd:
+        shown = ", ".join(f"seed {seed} {md5}" for seed, md5 in odd.items())
+        raise ValueError(f"{shown}: not the proxy's images (npz md5 {reference}); rerun "
+                         f"{'them' if len(odd) > 1 else 'it'} with --npz "
+                         "data/proxy/cifar10-proxy.npz, a copy of "
+                         "../shared/datasets/cifar10-proxy.npz (DEVELOPERS.md)")
 
 
 def _runs_line(seed: int, folder: Path, commits: list[str]) -> str:
@@ -243,8 +260,12 @@ def _runs_line(seed: int, folder: Path, commits: list[str]) -> str:
              else f"in {len(used)} calls (" + " + ".join(f"{walls[c]:.0f} s" for c in used)
              + ")" if len(used) > 1
              else f"{sum(step['kept'] for step in steps)} steps kept from an earlier call")
+    # Kept steps of an unrecorded call: wall_s is the last call's, not the seed's.
+    seconds = (f"{wall:.0f} s" if record.get("one_call") or len(used) > 1
+               or not any(step["kept"] for step in steps)
+               else f"{wall:.0f} s for the rest (the earlier call's not recorded)")
     return (f"- seed {seed}: {done} of {len(steps)} steps done, {calls}, "
-            f"{wall:.0f} s on {record.get('machine', 'an unrecorded machine')}, code at "
+            f"{seconds} on {record.get('machine', 'an unrecorded machine')}, code at "
             f"{', '.join(commits) or 'an unrecorded commit'}")
 
 
@@ -350,7 +371,8 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
                          f"{len(expected)}-seed table")
     params = read_seeds(dirs)
     files = metrics_files(params, dirs)
-    if require_all:
+    check_images(dirs, PROXY_NPZ_MD5 if seeds_dir.resolve() == SEEDS_DIR.resolve() else None)
+    if require_all or not missing:  # the table calls itself the N-seed table: every call done
         check_records(dirs)
     label = performance_label(params)
     with tempfile.TemporaryDirectory(prefix="proxy-table-") as tmp:

@@ -78,6 +78,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import cifar10_proxy  # noqa: E402
 import jobrunner  # noqa: E402
+import proxy_table  # noqa: E402
 from jobrunner import Job, run_jobs, startable  # noqa: E402
 
 from tests.unit.test_jobrunner import record_popens  # noqa: E402
@@ -636,7 +637,7 @@ def test_the_npz_must_hold_the_committed_seeds_images(tmp_path: Path) -> None:
     old.mkdir()
     new.mkdir()
     with pytest.raises(ValueError, match=f"committed seed 1 ran on images of md5 "
-                                         f"{cifar10_proxy.PROXY_NPZ_MD5}"):
+                                         f"{proxy_table.PROXY_NPZ_MD5}"):
         cifar10_proxy.check_images(npz, {1: old}, repository=True)
     cifar10_proxy.check_images(npz, {1: old}, repository=False)  # another table's: no record
     (new / "run.json").write_text(json.dumps({"npz_md5": "0" * 32}))

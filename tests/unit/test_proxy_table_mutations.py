@@ -493,19 +493,27 @@ def test_check_records_wants_complete_true_itself(tmp_path: Path, record, says: 
         proxy_table.check_records({1: tmp_path})
 
 
-def test_check_records_wants_the_seeds_images_to_agree(tmp_path: Path) -> None:
-    """run.json's npz_md5: seeds of other images are refused; a seed run before it was recorded
-    (seed 1 of the committed table) is compared by its params' path only."""
+def test_the_seeds_images_must_be_the_proxy_s(tmp_path: Path) -> None:
+    """run.json's npz_md5: the repository's seeds must record the proxy's (PROXY_NPZ_MD5),
+    naming the odd seed and the --npz that works; another table's seeds must agree. A seed run
+    before it was recorded (seed 1 of the committed table) is compared by its params' path."""
     dirs = {}
     for seed, md5 in ((1, None), (2, "a" * 32), (3, "a" * 32)):
         dirs[seed] = tmp_path / f"seed{seed}"
         dirs[seed].mkdir()
         (dirs[seed] / "run.json").write_text(json.dumps(
             {"complete": True, **({"npz_md5": md5} if md5 else {})}))
-    proxy_table.check_records(dirs)
+    proxy_table.check_images(dirs, None)
+    with pytest.raises(ValueError, match=f"seed 2 {'a' * 32}, seed 3 {'a' * 32}: not the proxy's "
+                                         r"images .* rerun them with --npz data/proxy/"):
+        proxy_table.check_images(dirs, proxy_table.PROXY_NPZ_MD5)
     (dirs[3] / "run.json").write_text(json.dumps({"complete": True, "npz_md5": "b" * 32}))
     with pytest.raises(ValueError, match=f"other images .*seed 2 {'a' * 32}, seed 3 {'b' * 32}"):
-        proxy_table.check_records(dirs)
+        proxy_table.check_images(dirs, None)
+    for seed in (2, 3):
+        (dirs[seed] / "run.json").write_text(json.dumps(
+            {"complete": True, "npz_md5": proxy_table.PROXY_NPZ_MD5}))
+    proxy_table.check_images(dirs, proxy_table.PROXY_NPZ_MD5)
 
 
 # --- the page's parts ----------------------------------------------------------------------
@@ -542,7 +550,8 @@ def test_runs_line_one_call_of_a_record_with_calls_is_kept_steps(tmp_path: Path)
     record = {"wall_s": 30.0, "calls": [{"call": 1, "wall_s": 30.0}],
               "steps": _steps(("done", True, 1), ("done", False, 1), ("done", True, 1))}
     assert _line(tmp_path, record).startswith(
-        "- seed 4: 3 of 3 steps done, 2 steps kept from an earlier call, 30 s on")
+        "- seed 4: 3 of 3 steps done, 2 steps kept from an earlier call, 30 s for the rest "
+        "(the earlier call's not recorded) on")
 
 
 def test_runs_line_says_not_complete_only_for_false(tmp_path: Path) -> None:
