@@ -622,12 +622,9 @@ def return_checkpoint(params: dict[str, Any], results: Path, seed: int, out: Pat
 
 @functools.cache
 def npz_md5(npz: Path) -> str:
-    """The md5 of the file (read in 1 MiB pieces)."""
-    digest = hashlib.md5()
+    """The md5 of the file."""
     with open(npz, "rb") as handle:
-        for piece in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(piece)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "md5").hexdigest()
 
 
 def check_images(npz: Path, done: dict[int, Path], repository: bool) -> None:

@@ -153,22 +153,30 @@ def test_shards_resume_after_a_kill_and_give_the_uninterrupted_result(tmp_path, 
     assert len(calls) == 3
 
 
+QUICK = dict(variant="paper", eps=0.1, seed=0, batch_size=8, shard_size=4)  # 3 shards of 12
+
+
+def shards_attacked(monkeypatch) -> list[int]:
+    """A list that grows by one for each shard AutoAttack really attacks (not resumed)."""
+    real, calls = autoattack.run_shard, []
+    monkeypatch.setattr(shards.autoattack, "run_shard",
+                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    return calls
+
+
 def test_a_shard_attacked_in_fp32_is_not_reused_under_bf16_autocast(tmp_path, monkeypatch):
     """evaluation.precision switched after a kill: the bf16 attack runs every shard again, and a
     rerun in fp32 still finds its own shards."""
     model = _model()
     x, y = _data(model)
-    kwargs = dict(variant="paper", eps=0.1, seed=0, batch_size=8, shard_size=4)
-    autoattack_accuracy(model, x, y, shard_dir=tmp_path, **kwargs)
-    real, calls = autoattack.run_shard, []
-    monkeypatch.setattr(shards.autoattack, "run_shard",
-                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    autoattack_accuracy(model, x, y, shard_dir=tmp_path, **QUICK)
+    calls = shards_attacked(monkeypatch)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        autoattack_accuracy(model, x, y, shard_dir=tmp_path, **kwargs)
+        autoattack_accuracy(model, x, y, shard_dir=tmp_path, **QUICK)
     assert len(calls) == 3
     calls.clear()
-    autoattack_accuracy(model, x, y, shard_dir=tmp_path / "fp32", **kwargs)
-    autoattack_accuracy(model, x, y, shard_dir=tmp_path / "fp32", **kwargs)
+    autoattack_accuracy(model, x, y, shard_dir=tmp_path / "fp32", **QUICK)
+    autoattack_accuracy(model, x, y, shard_dir=tmp_path / "fp32", **QUICK)
     assert len(calls) == 3  # the second fp32 call resumed all three
 
 
@@ -190,10 +198,7 @@ def test_the_same_weights_under_another_normalisation_attack_their_own_shards(tm
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(),
                                                  second.state_dict().values()))
     x, y = _data(first)
-    kwargs = dict(variant="paper", eps=0.1, seed=0, batch_size=8, shard_size=4)
-    autoattack_accuracy(first, x, y, shard_dir=tmp_path, **kwargs)
-    real, calls = autoattack.run_shard, []
-    monkeypatch.setattr(shards.autoattack, "run_shard",
-                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
-    autoattack_accuracy(second, x, y, shard_dir=tmp_path, **kwargs)
+    autoattack_accuracy(first, x, y, shard_dir=tmp_path, **QUICK)
+    calls = shards_attacked(monkeypatch)
+    autoattack_accuracy(second, x, y, shard_dir=tmp_path, **QUICK)
     assert len(calls) == 3
