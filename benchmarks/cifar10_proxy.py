@@ -55,6 +55,7 @@ import mps as mps_service  # noqa: E402
 from jobrunner import Job, echo, run_jobs, tail  # noqa: E402
 
 from wscat.config import evaluation_for, load_params, method_for, training_for  # noqa: E402
+from wscat.provenance import code_digest  # noqa: E402
 from wscat.io import atomic_path, write_json, write_text  # noqa: E402
 from wscat import paths  # noqa: E402
 from wscat.report import paper  # noqa: E402
@@ -779,8 +780,16 @@ def main() -> int:
               f"({params_file}); its steps would be kept though stale. Delete it (or pass "
               "another --results) to start over.", file=sys.stderr)
         return 2
+    code_file, code = params_file.with_name("code.txt"), code_digest() + "\n"
+    if code_file.is_file() and code_file.read_text() != code:  # a finished step is kept as it is
+        print(f"cifar10_proxy: error: {args.results} was made by other wscat code ({code_file}: "
+              f"{code_file.read_text().strip()}, this is {code.strip()}); its finished steps "
+              "would be kept though made by it. Delete it (or pass another --results) to start "
+              "over.", file=sys.stderr)
+        return 2
     say = echo(args.out / "progress.log", args.results / PROGRESS)
     write_text(params_file, text)
+    write_text(code_file, code)
     params = load_params(params_file)  # validated, as every step reads it
     say(f"CIFAR-10 proxy, seed {args.seed}, on {machine()}; params {params_file}")
     jobs_why = card_jobs(args.threads, args.gib_per_step) if args.jobs is None else (

@@ -611,6 +611,21 @@ def test_other_params_than_results_was_made_with_are_refused(
     assert made.read_text() == "experiments: {}\n" and not (tmp_path / "out").exists()
 
 
+def test_results_made_by_other_code_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture) -> None:
+    """A warm machine's results/ keeps finished steps; made by other wscat code (a call of an
+    earlier commit), they would be kept as they are: refused, as other params are."""
+    code, _ = call_main(monkeypatch, tmp_path)
+    made = tmp_path / "results/proxy/code.txt"
+    assert code == 0 and made.read_text() == cifar10_proxy.code_digest() + "\n"
+    made.write_text("0" * 16 + "\n")
+    capsys.readouterr()
+    code, handed = call_main(monkeypatch, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2 and handed == {} and err.count("\n") == 1 and "other wscat code" in err
+    assert made.read_text() == "0" * 16 + "\n"
+
+
 def test_the_seeds_compared_are_seeds_dir_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture) -> None:
     committed = tmp_path / "committed"
