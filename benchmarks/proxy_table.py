@@ -297,6 +297,8 @@ def code_commits(folder: Path) -> list[str]:
 
 def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
     """The pseudo-labels' accuracy on the unlabelled images, per labeler and seed."""
+    from wscat.report.names import display_name
+
     spec = params["experiments"][EXPERIMENT]
     lines = ["| labeler | " + " | ".join(f"seed {s}" for s in dirs) + " |",
              "|---|" + "---:|" * len(dirs)]
@@ -316,7 +318,7 @@ def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
                 raise ValueError(f"{report}: accuracy {json.dumps(accuracy)} is not a percentage "
                                  "(0 to 100); unpack the run's OUT/seed{s}.tar.gz again")
             cells.append(f"{accuracy:.2f}")
-        lines.append(f"| {labeler} | " + " | ".join(cells) + " |")
+        lines.append(f"| {display_name(labeler)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -544,8 +546,10 @@ def _listed(values: list[float]) -> str:
 
 
 def _commits_note(by_seed: dict[int, list[str]]) -> list[str]:
-    """Where the seeds ran at more than one commit: what the table can and cannot vouch for."""
-    commits = sorted({c for found in by_seed.values() for c in found})
+    """Where the seeds ran at more than one commit: what the table can and cannot vouch for. The
+    commits in the seeds' order (seed 1's first: the order they ran in, so the `git diff` goes
+    from the older to the newer)."""
+    commits = list(dict.fromkeys(c for seed in sorted(by_seed) for c in by_seed[seed]))
     if len(commits) < 2:
         return []
     return [f"**The seeds were measured at {len(commits)} code commits ({', '.join(commits)}).** "

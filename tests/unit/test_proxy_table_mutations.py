@@ -31,7 +31,8 @@ What is checked, and from which fact:
   (bool, negative, infinite), a call's likewise, calls without numbers and steps without
   status/kept are refused (a step's null call is no call); no run.json is said.
 - code_commits: the manifests' git commits of every metrics file below metrics/, empty ones
-  dropped, sorted; _commits_note only from two commits, the diff from the first to the second.
+  dropped, sorted; _commits_note only from two commits, in the seeds' order (the order they
+  ran in), the diff from the first to the second.
 - _labelers: one row per labeler of the table's methods (none for a method without one), a
   missing report as -, two decimals; _companion_markdown: ours ± std, the paper's number and a
   signed difference at two decimals, the note, the noise over the stds.
@@ -252,7 +253,7 @@ def test_page_of_all_seeds(three) -> None:
     assert "PGD accuracy on the test images at 0, 0.5, 1 and 2 times eps (PGD-20" in page
     assert "and at 5, 10, 20 and 40 steps (at eps)" in page
     assert "(paired-vs-wscat.png)" in page
-    assert "| mt | 61.00 | 62.00 | 63.00 |" in page
+    assert "| MT | 61.00 | 62.00 | 63.00 |" in page
     assert "| TRADES | Mean-paper | 41.67 ± 14.43 | 30.62 | +11.05 |" in page
 
 
@@ -586,9 +587,9 @@ def test_code_commits_of_every_metrics_file_below_metrics(tmp_path: Path) -> Non
 
 def test_commits_note_only_from_two_commits() -> None:
     assert proxy_table._commits_note({1: ["c1"], 2: ["c1"]}) == []
-    note = proxy_table._commits_note({1: ["c2"], 2: ["c1"]})
-    assert note[0].startswith("**The seeds were measured at 2 code commits (c1, c2).**")
-    assert "`git diff --stat c1 c2 -- wscat/`" in note[0]
+    note = proxy_table._commits_note({2: ["c1"], 1: ["c2"]})  # seed 1 ran first, at c2
+    assert note[0].startswith("**The seeds were measured at 2 code commits (c2, c1).**")
+    assert "`git diff --stat c2 c1 -- wscat/`" in note[0]
 
 
 def test_labelers_table(tmp_path: Path) -> None:
@@ -599,7 +600,7 @@ def test_labelers_table(tmp_path: Path) -> None:
     params = proxy_table.read_seeds(dirs)
     assert proxy_table._labelers(params, dirs) == ("| labeler | seed 1 | seed 2 |\n"
                                                    "|---|---:|---:|\n"
-                                                   "| mt | 61.00 | - |\n")
+                                                   "| MT | 61.00 | - |\n")
 
 
 def test_companion_markdown(tmp_path: Path) -> None:
@@ -737,7 +738,7 @@ def test_labelers_print_the_ends_of_the_range(tmp_path: Path) -> None:
          ).write_text(json.dumps({"seed": seed, "accuracy": accuracy}))
     dirs = proxy_table.seed_dirs(tmp_path)
     assert proxy_table._labelers(proxy_table.read_seeds(dirs), dirs).endswith(
-        "| mt | 0.00 | 100.00 |\n")
+        "| MT | 0.00 | 100.00 |\n")
 
 
 def test_a_tier_without_the_datasets_table_is_one_line(tmp_path: Path) -> None:

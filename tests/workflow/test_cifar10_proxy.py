@@ -719,7 +719,7 @@ def test_the_table_of_three_seeds_folders(seeds_dir: Path, tmp_path: Path, capsy
     assert companion[("TRADES", "Mean-paper")]["paper"] == "30.62"
     page = (out / "table.md").read_text()
     assert "All three seeds of the tier are in (1, 2, 3): this is the three-seed table." in page
-    assert "| TRADES |" in page and "| WSCAT | Mean-paper |" in page and "| mt |" in page
+    assert "| TRADES |" in page and "| WSCAT | Mean-paper |" in page and "| MT |" in page
     assert "over AA-paper, as the paper's Mean" in page  # the companion's note, on the page too
     assert "over seeds 1, 2, 3" in page
     # The picture of the paired comparison: its numbers are the paired CSV's (Mean) and the
