@@ -632,14 +632,11 @@ def check_images(npz: Path, done: dict[int, Path], repository: bool) -> None:
     """Refuse (ValueError, one line) an npz of other images than a committed seed's: the md5 its
     run.json records or, for a seed run before it was recorded, PROXY_NPZ_MD5 where the seeds are
     the repository's. The path alone (which the params compare) does not tell a replaced file."""
-    from proxy_table import PROXY_NPZ_MD5, read_json
+    from proxy_table import PROXY_NPZ_MD5, recorded_images
 
-    md5 = npz_md5(npz.resolve())
-    for seed, folder in done.items():
-        record = folder / "run.json"
-        recorded = (read_json(record, "run record").get("npz_md5") if record.is_file()
-                    else None)
-        expected = recorded or (PROXY_NPZ_MD5 if repository else None)
+    md5, recorded = npz_md5(npz.resolve()), recorded_images(done)
+    for seed in done:
+        expected = recorded.get(seed) or (PROXY_NPZ_MD5 if repository else None)
         if expected is not None and md5 != expected:
             raise ValueError(f"--npz {npz}: md5 {md5}, but committed seed {seed} ran on images "
                              f"of md5 {expected}: this seed would not join its table; copy "

@@ -201,13 +201,20 @@ def check_records(dirs: dict[int, Path]) -> None:
                              "summary.md says every step done)")
 
 
+def recorded_images(dirs: dict[int, Path]) -> dict[int, str]:
+    """The npz md5 each seed's run.json records, for the seeds whose record has one (seed 1 ran
+    before it was recorded)."""
+    records = {seed: folder / "run.json" for seed, folder in dirs.items()}
+    return {seed: md5 for seed, record in records.items() if record.is_file()
+            and (md5 := read_json(record, "run record").get("npz_md5"))}
+
+
 def check_images(dirs: dict[int, Path], reference: str | None) -> None:
     """Refuse seeds that ran on other images: the npz md5 each run.json records must be
     `reference` (the repository's seeds: PROXY_NPZ_MD5) or, without one, the same in every seed
     that records it. A seed run before it was recorded (seed 1) is compared by its params' npz
     path (`read_seeds`) only."""
-    images = {seed: md5 for seed, folder in dirs.items() if (folder / "run.json").is_file()
-              and (md5 := read_json(folder / "run.json", "run record").get("npz_md5"))}
+    images = recorded_images(dirs)
     if reference is None and len(set(images.values())) > 1:
         shown = ", ".join(f"seed {seed} {md5}" for seed, md5 in images.items())
         raise ValueError(f"the seeds ran on other images (npz md5: {shown}); their numbers do not "

@@ -109,6 +109,11 @@ def encode_flags(flags: torch.Tensor) -> str:
     return "".join("1" if f else "0" for f in flags.tolist())
 
 
+def decode_flags(text: str) -> torch.Tensor:
+    """`encode_flags`' inverse: the bool per example of a string of 0/1."""
+    return torch.tensor([c == "1" for c in text], dtype=torch.bool)
+
+
 @dataclass(frozen=True)
 class SuiteResult:
     """What a metrics file holds: accuracies, per-attack settings, checks, AutoAttack warnings and

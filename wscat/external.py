@@ -18,7 +18,7 @@ from wscat.attacks.mode import require_eval
 from wscat.config import evaluation_for, short_attacks
 from wscat.data.capacity import known_labels
 from wscat.data.sources.base import to_unit
-from wscat.evaluation import core_suite, stratified_order
+from wscat.evaluation import core_suite, decode_flags, stratified_order
 from wscat.inference import outputs_of
 from wscat.models import MODELS, LogitsOnly
 from wscat.training.speed import autocast
@@ -193,8 +193,7 @@ def _evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: di
         suite = core_suite(pair, x, y, eps=threat["eps"], step_size=threat["eval_step_size"],
                            evaluation=evaluation, seed=seed, test_set_size=len(images),
                            shard_dir=shard_dir)
-    correct = {name: torch.tensor([c == "1" for c in flags], dtype=torch.bool)
-               for name, flags in suite.per_image.items()}
+    correct = {name: decode_flags(flags) for name, flags in suite.per_image.items()}
     return ModelEvaluation(accuracy={k: round(v, 4) for k, v in suite.accuracy.items()},
                            eps=threat["eps"], attacks=suite.attacks, indices=order,
                            correct=correct)

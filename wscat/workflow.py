@@ -302,7 +302,7 @@ def analysis_params(params: dict[str, Any], tier: str, figure: str, dataset: str
     threat model but not the other methods'."""
     section = _paper_section(params, tier)
     if figure == "Fig-similarity":
-        methods = paper.tier_spec(params, tier)["similarity"]["methods"]
+        methods = section["tier"]["similarity"]["methods"]
         section["similarity"] = {
             "methods": {m: method_for(params, m, dataset) for m in methods},
             "threat": params["datasets"][dataset]}
