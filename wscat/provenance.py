@@ -1,4 +1,6 @@
-"""Provenance for manifests: the package versions and git revision a run used, and its hardware."""
+"""Provenance for manifests: the package versions and git revision a run used, and its hardware.
+torch is imported by `machine` alone, so that a script that only records versions or the code
+digest (benchmarks/cifar10_proxy.py's checks and refusals) starts in a fraction of a second."""
 from __future__ import annotations
 
 import functools
@@ -7,10 +9,12 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from wscat import __version__
+
+if TYPE_CHECKING:
+    import torch
 
 
 def versions() -> dict[str, str]:
@@ -58,6 +62,8 @@ def git_revision(package: Path = Path(__file__).resolve().parent) -> str:
 
 def machine(device: torch.device) -> str:
     """The hardware a run used, for Tab-ap-time's caption: GPU name, or CPU model and threads."""
+    import torch
+
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     name = platform.processor() or "CPU"

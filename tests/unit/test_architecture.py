@@ -59,6 +59,23 @@ def test_the_report_steps_load_without_torch():
     assert result.stdout.split() == ["False"]
 
 
+def test_the_proxy_scripts_load_without_torch():
+    """benchmarks/cifar10_proxy.py (its `--check` before every device call and its refusals)
+    and benchmarks/proxy_table.py (the three-seed table, on a machine with no GPU) record code
+    digests and versions, not tensors: they start without torch (1.2 s a call); the jobs they
+    run load it themselves."""
+    code = ("import sys\n"
+            "sys.path.insert(0, 'benchmarks')\n"
+            "import cifar10_proxy, proxy_table\n"
+            "from wscat import provenance\n"
+            "provenance.versions(), provenance.code_digest()\n"
+            "print('torch' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False"]
+
+
 def test_wscat_table_runs_without_torch(tmp_path):
     """The import check above does not see a step that loads torch while it runs: `wscat table`
     did, for one path test (is a metrics file's checkpoint in a resume/?), 1.2 s of every table
