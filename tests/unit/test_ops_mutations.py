@@ -74,7 +74,6 @@ import numpy as np
 import pytest
 import sklearn
 import torch
-import torchvision
 import yaml
 from torch import nn
 
@@ -167,6 +166,9 @@ def test_without_a_record_the_last_token_is_kept_and_said_once(
 def test_versions_name_each_package_by_its_own_version(monkeypatch: pytest.MonkeyPatch) -> None:
     """A manifest's versions: Python, wscat, the five packages (each its own version, as the
     package itself says it), and the git revision."""
+    import torchvision  # here, not at the top: its import (torch._dynamo's) costs every
+    # worker's collection ~1.4 s
+
     monkeypatch.setattr(provenance, "git_revision", lambda: "abc1234+modified")
     found = provenance.versions()
     local = lambda version: version.split("+")[0]  # noqa: E731  (a build tag may be left off)
