@@ -18,7 +18,9 @@ def pgd(objective: Objective, x: torch.Tensor, *, eps: float, step_size: float, 
     """Maximise `objective` over the eps-ball around x (clamped to [0,1]); returns x' detached.
 
     random_start: "uniform" in the eps-ball (Madry; the WSCAT code), "normal" = x + 0.001 N(0, I)
-    (TRADES' code), "none" (FGSM). Only the gradient w.r.t. x' is computed, never parameter grads.
+    (TRADES' code), "none" (FGSM). The start is clipped to [0, 1] like every step; TRADES' code
+    leaves its start unclipped (docs/methods.md, "TRADES' start": a stronger attack on digits).
+    Only the gradient w.r.t. x' is computed, never parameter grads.
     """
     x = x.detach()
     if eps == 0 or steps == 0:
