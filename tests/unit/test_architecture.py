@@ -30,16 +30,22 @@ def test_no_data_module_names_a_model_module():
     assert not found
 
 
+def _fresh_python(code: str) -> str:
+    """The stdout of `code` run by this venv's Python in a new process (its own imports), from
+    the repository's root; a failure shows its stderr."""
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def test_importing_every_data_module_loads_no_model_module():
     """Through the imports of the modules data does import (config, errors, io, ...)."""
     code = ("import importlib, json, pkgutil, sys, wscat.data as d\n"
             "for m in pkgutil.walk_packages(d.__path__, 'wscat.data.'):\n"
             "    importlib.import_module(m.name)\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('wscat'))))\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    loaded = json.loads(result.stdout)
+    loaded = json.loads(_fresh_python(code))
     assert "wscat.data.training_data" in loaded
     assert [m for m in loaded if _forbidden(m)] == []
 
@@ -53,10 +59,7 @@ def test_the_report_steps_load_without_torch():
             f"for m in {modules!r}:\n"
             "    importlib.import_module(m)\n"
             "print('torch' in sys.modules)\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False"]
+    assert _fresh_python(code).split() == ["False"]
 
 
 def test_the_proxy_scripts_load_without_torch():
@@ -70,10 +73,7 @@ def test_the_proxy_scripts_load_without_torch():
             "from wscat import provenance\n"
             "provenance.versions(), provenance.code_digest()\n"
             "print('torch' in sys.modules)\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False"]
+    assert _fresh_python(code).split() == ["False"]
 
 
 def test_wscat_table_runs_without_torch(tmp_path):
