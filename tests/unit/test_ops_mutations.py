@@ -167,7 +167,7 @@ def test_versions_name_each_package_by_its_own_version(monkeypatch: pytest.Monke
     """A manifest's versions: Python, wscat, the five packages (each its own version, as the
     package itself says it), and the git revision."""
     import torchvision  # here, not at the top: its import (torch._dynamo's) costs every
-    # worker's collection ~1.4 s
+    # worker's collection ~1.3 s
 
     monkeypatch.setattr(provenance, "git_revision", lambda: "abc1234+modified")
     found = provenance.versions()
