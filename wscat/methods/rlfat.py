@@ -17,8 +17,9 @@ batch size.
 
 Departures: the shuffle is drawn per sample (their code draws one for the whole batch) with k - 1
 distinct cut points in 1..side-1 (theirs may repeat or sit at 0, leaving fewer blocks); the
-attack runs as our TRADES's (eval-mode BatchNorm, start x + 0.001 N(0, I) as theirs), where their
-TensorFlow graph attacks with train-mode BatchNorm that also updates the running statistics.
+attack runs as our TRADES's (eval-mode BatchNorm, start x + 0.001 N(0, I), clipped to [0, 1]:
+docs/methods.md, "TRADES' start"), where their TensorFlow graph attacks with train-mode BatchNorm
+that also updates the running statistics.
 
 4 + train_steps forward passes a step (14 at CIFAR's PGD-10): one clean (no grad) for the
 attack's target, the attack's steps, then natural x, shuffled RBS(x') and adversarial x' (for
