@@ -3,14 +3,15 @@
 seconds from start to exit. Where CI's time goes beyond what `--durations` says of each test:
 a pipeline test's seconds are mostly its jobs', and a tiny job's mostly its imports.
 
-    .venv/bin/python benchmarks/suite_processes.py [PYTEST ARGS ...] \\
-        [--out benchmarks/results/suite-processes.md]
+    .venv/bin/python benchmarks/suite_processes.py \\
+        --out benchmarks/results/suite-processes-workflow.md [PYTEST ARGS ...]
 
-The pytest arguments default to `make test`'s two workers on tests/workflow. Each process records
-itself through a `sitecustomize` module put first on PYTHONPATH (the tests pass the environment on
-to what they start); a process that replaces itself (exec) or is killed records nothing. The
-seconds are wall time under the suite's own load (two workers, each with its jobs), so they add up
-to more than the run's wall time; compare groups within one run. The CPU is named.
+The pytest arguments default to `make test`'s two workers on tests/workflow (the committed page;
+7-8 minutes on the 2-core CI machine). Each process records itself through a `sitecustomize`
+module put first on PYTHONPATH (the tests pass the environment on to what they start); a process
+that replaces itself (exec) or is killed records nothing. The seconds are wall time under the
+suite's own load (two workers, each with its jobs), so they add up to more than the run's wall
+time; compare groups within one run. The CPU is named.
 """
 from __future__ import annotations
 
