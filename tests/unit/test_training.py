@@ -264,7 +264,7 @@ def test_a_killed_run_starts_afresh_when_what_it_trained_on_changed(tmp_path, se
     capsys.readouterr()
     train(run, data, tmp_path / "run", meta=meta)
     said = ("its epoch 1 ran on other wscat code" if change == "wscat code" else
-            "it was made with other params")
+            "it was made with other params, data, labels or method code")
     assert f"ignoring resume/last.pt: {said}" in capsys.readouterr().err
     train(run, data, tmp_path / "fresh", meta=meta)
     again, fresh = (load_checkpoint(tmp_path / name / "last.pt") for name in ("run", "fresh"))

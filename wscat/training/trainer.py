@@ -260,7 +260,8 @@ def _resume(training: _Training, resume_dir: Path, run: RunConfig, device: torch
         return
     state = load_checkpoint(resume_dir / "last.pt", map_location=device)
     if state["meta"]["fingerprint"] != training.meta["fingerprint"]:
-        print("ignoring resume/last.pt: it was made with other params", file=sys.stderr)
+        print("ignoring resume/last.pt: it was made with other params, data, labels or method "
+              "code (its fingerprint differs)", file=sys.stderr)
         return
     code = state["meta"].get("code_sha256")  # None: saved before it was recorded
     if code is not None and code != training.meta["code_sha256"]:
