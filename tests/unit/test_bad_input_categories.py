@@ -12,10 +12,12 @@ import hashlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -427,25 +429,46 @@ def test_a_closed_pipe_on_stdout_is_a_quiet_exit_0():
 
 @pytest.fixture(scope="module")
 def state() -> dict:
+    """The model, its EMA and a method's own parts (nested, as Mean Teacher's teacher and an
+    optimiser's per-parameter state are)."""
     model = build_model("cnn", width=4, in_channels=1, num_classes=10, mean=(0.5,), std=(0.5,))
-    return {"ema": model.state_dict(), "model": model.state_dict(), "epoch": 1,
-            "best": {"score": float("-inf"), "epoch": -1}, "meta": {"model": "cnn"}}
+    return {"ema": model.state_dict(), "model": model.state_dict(),
+            "method": {"teacher": model.state_dict(), "moments": [torch.zeros(3), torch.ones(2)]},
+            "epoch": 1, "best": {"score": float("-inf"), "epoch": -1}, "meta": {"model": "cnn"}}
 
 
-def _floating(state: dict) -> list[str]:
-    return [name for name, tensor in state["ema"].items() if tensor.is_floating_point()]
+def _floating(state: Any, top: bool = True) -> list[tuple]:
+    """The key path of every floating-point tensor under `state`'s model, EMA and method parts."""
+    if isinstance(state, torch.Tensor):
+        return [()] if state.is_floating_point() else []
+    items = state.items() if isinstance(state, dict) else (
+        enumerate(state) if isinstance(state, list) else [])
+    return [(key, *rest) for key, value in items if not top or key in ("model", "ema", "method")
+            for rest in _floating(value, top=False)]
+
+
+def _with_bad(state: Any, path: tuple, bad: float) -> Any:
+    """A copy of `state` whose tensor at `path` holds `bad` in its first entry."""
+    if not path:
+        tensor = state.clone()
+        tensor.view(-1)[0] = bad
+        return tensor
+    head, rest = path[0], path[1:]
+    if isinstance(state, list):
+        return [_with_bad(v, rest, bad) if i == head else v for i, v in enumerate(state)]
+    return {**state, head: _with_bad(state[head], rest, bad)}
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=str)
 def test_a_checkpoint_with_any_non_finite_tensor_is_refused(tmp_path, state, bad):
-    names = _floating(state)
-    assert names
-    for name in names:
-        broken = {**state, "ema": {**state["ema"], name: state["ema"][name].clone()}}
-        broken["ema"][name].view(-1)[0] = bad
+    paths = _floating(state)
+    assert {p[0] for p in paths} == {"model", "ema", "method"} and ("method", "moments", 1) in paths
+    for where in paths:
+        broken = _with_bad(state, where, bad)
+        name = ".".join(str(part) for part in where)
         path = tmp_path / "bad.pt"
         save_tensors(path, {"format": FORMAT, **broken})
-        with pytest.raises(CheckpointError, match=f"ema.{name} holds NaN or infinite"):
+        with pytest.raises(CheckpointError, match=f"{re.escape(name)} holds NaN or infinite"):
             load_checkpoint(path)
         with pytest.raises(CheckpointError, match="refusing to write"):
             save_checkpoint(tmp_path / "never.pt", broken)

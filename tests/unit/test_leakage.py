@@ -27,6 +27,7 @@ from sklearn.datasets import load_digits
 
 import wscat.steps.train as train_step
 import wscat.training.trainer as trainer
+from tests.helpers.states import flat_state
 from tests.helpers.tiny import tiny_params, write_params
 from wscat import cli
 from wscat.checkpoint import load_checkpoint
@@ -77,7 +78,7 @@ def _epoch_weights(record: dict[str, list[str]]) -> Iterator[None]:
         if Path(path).name == "last.pt":
             digest = hashlib.sha256()
             for part in ("model", "ema", "method"):
-                for key, value in sorted(_flat(state[part], part)):
+                for key, value in sorted(flat_state(state[part], part)):
                     digest.update(key.encode() + value)
             out = Path(path).parent.parent  # out_dir/resume/last.pt
             record.setdefault(f"{out.parent.name}/{out.name}", []).append(digest.hexdigest())
@@ -90,14 +91,6 @@ def _epoch_weights(record: dict[str, list[str]]) -> Iterator[None]:
         trainer.save_checkpoint = save
 
 
-def _flat(state: object, prefix: str) -> list[tuple[str, bytes]]:
-    if isinstance(state, torch.Tensor):
-        return [(prefix, state.detach().cpu().contiguous().numpy().tobytes())]
-    if isinstance(state, dict):
-        return [item for k, v in state.items() for item in _flat(v, f"{prefix}.{k}")]
-    if isinstance(state, (list, tuple)):
-        return [item for i, v in enumerate(state) for item in _flat(v, f"{prefix}.{i}")]
-    return [(prefix, repr(state).encode())]
 
 
 def _pseudo_of(source: str, name: str, labeler: str) -> str:

@@ -91,10 +91,11 @@ def test_bf16_leaves_fp32_runs_untouched() -> None:
 
 @pytest.mark.slow
 def test_compile_gives_the_eager_result_and_eager_checkpoint_keys() -> None:
-    eager, _, eager_losses = _steps(TRADES, steps=1)
-    compiled, _, compiled_losses = _steps(TRADES, compile=True, steps=1)
+    eager, eager_ema, eager_losses = _steps(TRADES, steps=1)
+    compiled, compiled_ema, compiled_losses = _steps(TRADES, compile=True, steps=1)
     assert eager.keys() == compiled.keys()  # no "_orig_mod." prefixes in checkpoints
-    assert _max_gap(eager, compiled) < 1e-4
+    assert eager_ema.keys() == compiled_ema.keys()
+    assert _max_gap(eager, compiled) < 1e-4 and _max_gap(eager_ema, compiled_ema) < 1e-4
     assert torch.allclose(eager_losses[0], compiled_losses[0], atol=1e-4)
 
 
