@@ -217,6 +217,11 @@ trades, rst and wscat over the 3 seeds) against w16's; if it fits only without t
 WSCAT-sup column (costed as one more WSCAT), the demo drops that column. The demo takes the
 setting that fits with the largest margin, and keeps w16 if no setting that fits passes. Only
 then is the test table rerun, once.
+
+(Added 2026-11-30: no committed file holds the 330 s the rule was written with; the committed
+profile nearest to it, demo-profile.md at 9acac2c, read 5 min 56 s (356 s) of Snakemake. With
+356 s the decision of stage `replicate` below is the same: w24 at 510 s without WSCAT-sup, 666 s
+with it.)
 """
 
 
