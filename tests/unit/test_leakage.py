@@ -91,8 +91,6 @@ def _epoch_weights(record: dict[str, list[str]]) -> Iterator[None]:
         trainer.save_checkpoint = save
 
 
-
-
 def _pseudo_of(source: str, name: str, labeler: str) -> str:
     """`source`'s pseudo-labels for a chain on `name`. Another chain's labels came from a labeler
     trained on another dataset file, which the training refuses by the labeler's training that

@@ -200,10 +200,10 @@ def test_same_params_and_seed_give_identical_metrics(workdir):
         outputs.append(metrics)
     assert outputs[0] == outputs[1]
     assert (workdir / "a" / "best.pt").read_bytes() != b""
-    for name in ("best.pt", "last.pt"):  # the checkpoints too: every tensor bit for bit, every
+    # The checkpoints too: every tensor bit for bit, every other value but the epochs' seconds.
+    for name in ("best.pt", "last.pt"):
         a, b = ([item for item in flat_state(load_checkpoint(workdir / run / name), name)
-                 if not item[0].endswith(".seconds")]  # value but the epochs' wall seconds
-                for run in ("a", "b"))
+                 if not item[0].endswith(".seconds")] for run in ("a", "b"))
         assert any(key.startswith(f"{name}.ema.") for key, _ in a) and a == b, name
     assert set(outputs[0]["accuracy"]) == {"Natural", "FGSM", "PGD", "CW", "AA", "AA-paper", "NRF",
                                            "Mean"}
