@@ -51,7 +51,7 @@ def run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=875)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/add-dataset-cost.md")
     args = parser.parse_args()

@@ -53,7 +53,7 @@ def run_timed(code: str, namespace: dict) -> list[tuple[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (1: as the workflow's jobs)")

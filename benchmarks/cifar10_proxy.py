@@ -704,7 +704,7 @@ def checked_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--npz", type=Path, default=None,
                         help="the proxy's images as one npz (offline source; default: the archive)")

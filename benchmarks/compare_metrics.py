@@ -94,7 +94,7 @@ def compare(before: Path, after: Path, dataset: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the arguments and compare: exit 1 if flags differ; bad input, one line and exit 2."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--dataset", default="digits")

@@ -156,7 +156,7 @@ def apply(path: Path, graphed: list[str], eager: list[str] = ()) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--eager", type=Path, required=True, help="throughput.py JSON, eager")
     parser.add_argument("--graphs", type=Path, required=True,
                         help="throughput.py JSON, --compile-mode reduce-overhead")

@@ -40,7 +40,7 @@ def _differing_tensors(a: object, b: object, where: str = "") -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="a new or empty folder")
     args = parser.parse_args()
     if args.work.exists() and any(args.work.iterdir()):

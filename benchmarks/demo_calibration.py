@@ -425,7 +425,7 @@ def write_rows(out: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stage", choices=sorted(SETTINGS))
     parser.add_argument("--render", type=Path, default=None, help="write the Markdown page")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])

@@ -63,7 +63,7 @@ def run_steps(model_key: str, method_key: str, *, steps: int = 3, precision: str
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="wrn-16-4")
     parser.add_argument("--methods", nargs="+", default=["trades", "rlfat", "wscat", "mt"])
     args = parser.parse_args()

@@ -29,7 +29,7 @@ from wscat.config import load_params  # noqa: E402
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="wrn-16-4")
     parser.add_argument("--per-class", type=int, default=300)
     parser.add_argument("--epochs", type=int, default=2)

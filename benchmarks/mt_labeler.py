@@ -20,8 +20,9 @@ with the project's steps (`wscat train`, `wscat pseudo-label`).
         --threads 1 --tag cpu-cnn                                          # a CPU look, ~25 min
 
 Runs: `standard` and `mt` (the labeler exactly as params.yaml has it), `standard:<epochs>`
-(Standard with its own epochs) and `mt:<epochs>:<copy|average>` (Mean Teacher with its own epochs
-and EMA buffers; its ramp-up keeps its share of the run). Writes
+(Standard with its own epochs) and `mt:<epochs>:<copy|average>[:<warmup_fraction>]` (Mean Teacher
+with its own epochs and EMA buffers; its ramp-up keeps its share of the run; a warm-up fraction
+of 0 gives the learning rate a plain cosine). Writes
 benchmarks/results/mt-labeler-<tag>.md.
 """
 from __future__ import annotations
@@ -230,7 +231,7 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default=PROXY,
                         help="a datasets: key, generated ones too (e.g. digits-unlabelled10)")
     parser.add_argument("--npz", type=Path, default=None, help="the proxy's images as one npz")
@@ -238,7 +239,10 @@ def main() -> int:
     parser.add_argument("--model", default=None,
                         help="a models: key (default: the experiment's); 'cnn' for the proxy "
                              "on a CPU")
-    parser.add_argument("--runs", nargs="+", default=DEFAULT_RUNS)
+    parser.add_argument("--runs", nargs="+", default=DEFAULT_RUNS,
+                        help="standard, mt, standard:EPOCHS or mt:EPOCHS:copy|average[:WARMUP] "
+                             "(WARMUP: the learning rate warm-up's share of the epochs, 0 for a "
+                             "plain cosine; default: " + " ".join(DEFAULT_RUNS) + ")")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)

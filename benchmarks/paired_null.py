@@ -267,7 +267,7 @@ def repeats_count(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     global N_IMAGES
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=repeats_count, default=10000,
                         help="null repetitions a row (default 10000)")
     parser.add_argument("--write", choices=["docs"], default=None,

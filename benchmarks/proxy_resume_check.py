@@ -29,7 +29,7 @@ def _comparable(path: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--deadline", type=int, default=10,
                         help="call 1's deadline, s (~40%% of an uninterrupted tiny run: it took "
                              "24 s whole on 2 cores on 2026-11-28, where 28 cut nothing)")

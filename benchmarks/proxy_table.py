@@ -638,7 +638,7 @@ def seed_folder(out: Path, seeds_dir: Path) -> Path | None:
 def main(argv: list[str] | None = None) -> int:
     from wscat.cli import Parser, seed_value
 
-    parser = Parser(prog="proxy_table", description=__doc__.splitlines()[0])
+    parser = Parser(prog="proxy_table", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds-dir", type=Path, default=SEEDS_DIR,
                         help="the folder of the runs' seed{s}/ folders")
     parser.add_argument("--out", type=Path, default=None,

@@ -130,7 +130,7 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="the baseline git revision, e.g. HEAD~1")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/startup-cpu.md")

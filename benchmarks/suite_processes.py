@@ -87,7 +87,7 @@ def table(records: list[tuple[float, str]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="write the table here (Markdown)")
     args, pytest_args = parser.parse_known_args(argv)
     pytest_args = pytest_args or DEFAULT

@@ -107,7 +107,7 @@ def render(times: dict[tuple[int, int, int], list[float]], args: argparse.Namesp
 
 def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 1
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, cores}))
     parser.add_argument("--busy", type=int, default=cores, help="busy processes beside")
     parser.add_argument("--batches", type=int, nargs="+", default=[8, 243],

@@ -259,7 +259,7 @@ def run_row(model: str, method: str, argv: list[str], timeout: float | None
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["wrn-16-4"], help="keys of params.yaml models")
     parser.add_argument("--methods", nargs="+", default=["trades", "rst", "wscat"])
     parser.add_argument("--batch", type=int, default=64)

@@ -80,7 +80,7 @@ def images(npz: Path | None, n: int) -> tuple[str, torch.Tensor, torch.Tensor, f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--npz", type=Path, default=None,
                         help="images (x_train N x H x W x C uint8, y_train) instead of digits")
     parser.add_argument("--images", type=int, default=256)

@@ -1,6 +1,6 @@
 """`wscat <step>`: fetch, split, train, pseudo-label, evaluate, table, export, analyse,
-list-experiments, and the paper's tables and figures (paper-table, paper-compare, paper-figure,
-paper-index, robustness-curves, curves, validate).
+list-experiments, add-dataset (your own .npz), and the paper's tables and figures (paper-table,
+paper-compare, paper-figure, paper-index, robustness-curves, curves, validate).
 Bad input, an unwritable output, Ctrl-C or SIGTERM: one line, exit 2 (130 for Ctrl-C, 143 for
 SIGTERM, each leaving nothing half-written); an unexpected error: one line, exit 1, its traceback
 with --debug or WSCAT_DEBUG=1."""
@@ -116,10 +116,11 @@ SPLIT_HELP = ("the seed's split (`wscat split`; default: the workflow's, "
               f"{SPLIT.format(dataset='DATASET', seed='SEED')})")
 
 
-def _common(parser: argparse.ArgumentParser, *names: str, from_checkpoint: bool = False) -> None:
+def _common(parser: argparse.ArgumentParser, *names: str, from_checkpoint: bool = False,
+            trains: bool = False) -> None:
     """The options most steps share; `from_checkpoint`: the run's names (--dataset, --model,
     --method or --labeler, --seed) may be left out, and are then the checkpoint's
-    (`fill_from_checkpoint`)."""
+    (`fill_from_checkpoint`); `trains`: --device says when a paper-size model trains on a CPU."""
     parser.add_argument("--params", type=Path, default=Path("params.yaml"),
                         help="params file (default: params.yaml)")
     for name in names:
@@ -135,9 +136,11 @@ def _common(parser: argparse.ArgumentParser, *names: str, from_checkpoint: bool 
                                      "docs/speed.md)")
             parser.add_argument("--device", default=device_default(),
                                 help=f"cpu, cuda, cuda:N or auto (default: ${DEVICE_ENV} or auto, "
-                                     "CUDA where there is one); a paper-size model (10M+ "
-                                     "parameters: wrn-28-10, resnet-50, ...) trains on a CPU only "
-                                     "with --device cpu")
+                                     "CUDA where there is one)" + (
+                                         "; a paper-size model (10M+ parameters: wrn-28-10, "
+                                         "resnet-50, ...) trains on a CPU only when the CPU is "
+                                         f"named (--device cpu or {DEVICE_ENV}=cpu)"
+                                         if trains else ""))
         else:
             parser.add_argument(f"--{name}", required=not own,
                                 help=NAME_HELP[name] + (FROM_CHECKPOINT if own else ""))
@@ -178,7 +181,7 @@ def _split(args: argparse.Namespace, params: Params) -> None:
 
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
-    _common(p, "dataset", "model", "method", "seed", "threads")
+    _common(p, "dataset", "model", "method", "seed", "threads", trains=True)
     p.add_argument("--split", type=Path, required=True, help="the seed's split (`wscat split`)")
     p.add_argument("--pseudo", type=Path, default=None, help="pseudo-labels (methods with data: pseudo)")
     p.add_argument("--labeler-checkpoint", type=Path, default=None,
@@ -224,8 +227,9 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True,
                    help="the metrics to write (.json: accuracies and how they were measured)")
     p.add_argument("--part", choices=("all", "core", "extra"), default="all",
-                   help="core: the paper's five attacks and Mean; extra: AA-paper, NRF and the "
-                        "masking checks (needs --core); all: both (default)")
+                   help="core: the paper's five columns (Natural, FGSM, PGD, CW, AA) and "
+                        "Mean; extra: AA-paper, NRF and the masking checks (needs --core); all: "
+                        "both (default)")
     p.add_argument("--core", type=Path, default=None, help="the core metrics file (--part extra)")
     p.add_argument("--core-wait", type=seconds_value, default=0.0, metavar="SECONDS",
                    help="--part extra beside its core evaluation: if the --core file is not "
@@ -274,7 +278,8 @@ def _export_arguments(p: argparse.ArgumentParser) -> None:
                    help="its run's metrics JSON: clean and AutoAttack accuracy (default: the run's "
                    "results/metrics/.../seedN.json, for a best.pt under results/models/)")
     p.add_argument("--out", type=Path, required=True,
-                   help="the entry, NAME.json; the state dict goes to NAME.pt beside it")
+                   help="the entry to write (.json); the state dict goes beside it, .pt for "
+                        ".json (OUT.json: OUT.pt)")
     p.add_argument("--name", default=None, help="model name (default: method-dataset-model-seedN)")
 
 
@@ -324,7 +329,8 @@ def _paper_compare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--table-csv", type=Path, required=True, help="the table's long CSV")
     p.add_argument("--paper-cells", nargs=2, metavar=("DATASET", "MODEL"), default=None,
                    help="compare with the paper's cells of this dataset and model (default: "
-                        "the table's own names; the CIFAR-10 proxy: CIFAR10 WRN-28-10)")
+                        "the table's own names; the workflow passes the CIFAR-10 proxy's, "
+                        "CIFAR10 WRN-28-10, from params.yaml's `compare`)")
     p.add_argument("--tex", type=Path, required=True, help="the LaTeX companion to write")
     p.add_argument("--csv", type=Path, required=True, help="the companion as CSV")
 
@@ -377,7 +383,8 @@ def _paper_index(args: argparse.Namespace, params: Params) -> None:
 
 def _curves_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-log", type=Path, required=True, help="the run's train_log.csv")
-    p.add_argument("--title", default="", help="the figure's title")
+    p.add_argument("--title", default="",
+                   help="the figure's title (default: the train log's folder)")
     p.add_argument("--out", type=Path, required=True, help="output path without extension")
 
 
@@ -404,7 +411,9 @@ def _validate(args: argparse.Namespace, params: Params) -> None:
 
 
 def _analyse_arguments(p: argparse.ArgumentParser) -> None:
-    _common(p, "tier", "figure", "dataset", "threads")
+    _common(p, "tier", "dataset", "threads")
+    p.add_argument("--figure", required=True,
+                   help="Fig-similarity or Fig-feature (the figures an analysis file serves)")
     p.add_argument("--out", type=Path, required=True,
                    help="results/analysis/TIER/FIGURE/DATASET.npz")
     p.add_argument("--results", default="results", help="the results folder (default: results)")
@@ -433,9 +442,11 @@ def _list_experiments(args: argparse.Namespace, params: Params) -> None:
 
 def _add_dataset_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="the new dataset's name (datasets.NAME, training.NAME, "
-                                "experiments.NAME; results/tables/NAME.tex)")
+                                "experiments.NAME, and methods.mt.per_dataset.NAME where Mean "
+                                "Teacher needs it; results/tables/NAME.tex)")
     p.add_argument("npz", type=Path, help="uint8 x_train (N x H x W x C), integer y_train in "
-                                          "0..K-1, and x_test, y_test if it has a test part")
+                                          "0..K-1 (K >= 4), and x_test, y_test if it has a test "
+                                          "part")
     _common(p)
     p.add_argument("--out", type=Path, help="write the params file with the new blocks here "
                                             "(default: add them to --params in place)")

@@ -58,6 +58,12 @@ def save(fig: plt.Figure, prefix: Path, table: list[dict[str, Any]] | None = Non
         plt.close(fig)
 
 
+def seeds_label(seeds: list[int]) -> str:
+    """"seed 1" or "seeds 1, 2, 3", for a figure's title."""
+    return (f"seed {seeds[0]}" if len(seeds) == 1
+            else "seeds " + ", ".join(map(str, seeds)))
+
+
 def _panels(n: int, width: float = 3.6, height: float = 3.0, rows: int = 1
             ) -> tuple[plt.Figure, np.ndarray]:
     fig, axes = plt.subplots(rows, n, figsize=(width * n, height * rows), squeeze=False)
@@ -216,7 +222,8 @@ def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> N
         table += points
         x = [p["beta"] for p in points]
         for key, name in (("natural", "Natural"), ("pgd", "PGD"), ("hm", "HM")):
-            ax.plot(x, [p[key] for p in points], marker="o", color=COLOURS[name], label=name)
+            ax.plot(x, [p[key] for p in points], marker="o", color=COLOURS[name], label=name,
+                    clip_on=False)  # the end points sit on the axes' edges: whole markers
         ax.axvline(chosen["beta"], color="grey", linestyle="--",
                    label=f"chosen on validation: {chosen['beta']:g}")
         positive = [b for b in x if b > 0]
@@ -224,9 +231,9 @@ def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> N
         ax.set_xlim(left=min(x))
         ax.set(xlabel=r"$\beta$", ylabel="test accuracy (%)", title=entry["name"])
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle(r"Effect of $\beta$ (seeds " + ", ".join(map(str, seeds)) + ")", fontsize=9,
-                 y=1.04)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))  # beside, not over
+    fig.suptitle(rf"Effect of $\beta$ ({seeds_label(seeds)}); HM: the harmonic mean of "
+                 "Natural and PGD", fontsize=9, y=1.04)
     save(fig, prefix, table)
 
 
@@ -252,11 +259,11 @@ def unlabel_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -
             table.append({"dataset": entry["name"], "fraction": fraction, "unlabelled": count,
                           "mean": round(ys[-1], 4), "std": round(seed_std(means), 4)})
         ax.plot(xs, ys, marker="o", color="tab:green")
-        ax.set(xlabel="unlabelled samples used", ylabel="harmonic mean accuracy (%)",
-               title=entry["name"])
+        ax.set(xlabel="unlabelled samples used", ylabel="Mean (%)", title=entry["name"])
         ax.grid(alpha=0.3)
-    fig.suptitle(f"Effect of the amount of unlabelled data ({display_name(spec['method'])})",
-                 fontsize=9)
+    fig.suptitle(f"Effect of the amount of unlabelled data ({display_name(spec['method'])}, "
+                 f"{seeds_label(spec['seeds'])})\nMean: the harmonic mean of Natural, FGSM, "
+                 "PGD, CW and AA", fontsize=9, y=1.08)
     save(fig, prefix, table)
 
 
@@ -306,7 +313,9 @@ def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path
     for ax, entry in zip(axes[0], entries):
         path = paper.analysis_file(tier, "Fig-similarity", entry["dataset"], root)
         cos = _analysis(path, spec["methods"], "Fig-similarity")["cos"]
-        bins = np.linspace(-0.2, 1.0, 61)
+        # 60 bins over the data's range (a robust model's cosines sit near 1), none left out
+        low = min(float(np.floor(cos.min() * 20) / 20), 0.95)
+        bins = np.linspace(low, 1.0, 61)
         for method, values in zip(spec["methods"], cos):
             ax.hist(values, bins=bins, alpha=0.5, label=display_name(method), density=True)
             table.append({"dataset": entry["name"], "method": display_name(method),
@@ -316,8 +325,8 @@ def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path
                           "q90": round(float(np.quantile(values, 0.9)), 4)})
         ax.set(xlabel="cosine similarity of natural and AE embeddings", ylabel="density",
                title=f"{entry['name']} ({display_name(spec['model'])} model)")
-        ax.legend(fontsize=7)
-    fig.suptitle("Similarity between embeddings of natural data and AEs", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle("Similarity between embeddings of natural data and AEs", fontsize=9, y=1.04)
     save(fig, prefix, table)
 
 
@@ -334,10 +343,18 @@ def feature_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -
         chosen, y = data["index"], data["label"]
         for col, (method, points) in enumerate(zip(spec["methods"], data["tsne"])):
             ax = axes[row][col]
-            ax.scatter(points[:, 0], points[:, 1], c=y, cmap="tab10", s=3)
+            drawn = ax.scatter(points[:, 0], points[:, 1], c=y, cmap="tab10", s=3)
             ax.set(title=f"{display_name(method)} ({entry['name']})", xticks=[], yticks=[])
             table += [{"dataset": entry["name"], "method": display_name(method), "index": int(i),
                        "label": int(label), "x": round(float(p[0]), 4), "y": round(float(p[1]), 4)}
                       for i, label, p in zip(chosen, y, points)]
-    fig.suptitle("t-SNE of training embeddings, coloured by the true label", fontsize=9)
+        classes = sorted({int(label) for label in y})
+        if len(classes) <= 10:  # a legend entry per class; more classes: a colour bar
+            handles = drawn.legend_elements(num=classes)[0]
+            axes[row][-1].legend(handles, [str(c) for c in classes], title="class", fontsize=7,
+                                 title_fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))
+        else:
+            fig.colorbar(drawn, ax=list(axes[row]), label="class", fraction=0.02)
+    fig.suptitle("t-SNE of training embeddings, coloured by the true label", fontsize=9,
+                 y=1.02)
     save(fig, prefix, table)

@@ -26,6 +26,7 @@ PASS_EXTRA = "pass the extra metrics file `wscat evaluate --part extra` wrote"
 # (check, its x key, the x axis's label) per panel, in the figure's order
 PANELS = (("pgd_eps_monotone", "eps", "eps (L-inf budget)"),
           ("pgd_steps_monotone", "steps", "PGD steps (at eps)"))
+MARKERS = ("o", "s", "^", "D", "v", "p", "h", "<", ">")  # one per method, hollow
 
 
 def rows(extras: Mapping[tuple[str, int], Path], names: Mapping[str, str],
@@ -90,7 +91,11 @@ def robustness_figure(plotted: list[dict], prefix: Path,
 
     frame = pd.DataFrame(plotted)
     methods = list(dict.fromkeys(frame["method"]))
-    colours = {m: f"C{i}" for i, m in enumerate(methods)}
+    colours = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+    # A hollow marker of its own per method, each smaller than the one before: methods with the
+    # same accuracies (Standard and MT at 0) stay visible, one inside the other.
+    styles = {m: {"marker": MARKERS[i % len(MARKERS)], "markersize": max(9 - 0.7 * i, 3),
+                  "markerfacecolor": "none"} for i, m in enumerate(methods)}
     seeds = sorted(set(frame["seed"]))
     fig, axes = plt.subplots(len(budgets), len(PANELS), figsize=(5.2 * len(PANELS),
                                                                   3.6 * len(budgets)),
@@ -102,7 +107,7 @@ def robustness_figure(plotted: list[dict], prefix: Path,
                 runs = panel[panel["method"] == method]
                 mean = runs.groupby("x", sort=True)["accuracy"].mean()
                 ax.plot(mean.index, mean.values, "-", color=colours[method], linewidth=1.4,
-                        label=method)
+                        label=method, **styles[method])
                 ax.plot(runs["x"], runs["accuracy"], ".", color=colours[method], alpha=0.5)
             xs = sorted(set(panel["x"]))
             if key == "steps":
