@@ -116,6 +116,35 @@ def test_dry_run_lists_every_job_of_the_real_params(tmp_path: Path, env: dict[st
     assert len(table2["seeds"]) == 3 and len(table2["methods"]) == 9
 
 
+def _svg_edges(svg: str) -> set[tuple[str, str]]:
+    """The (rule, rule) edges of a rule graph `dot` laid out as SVG: nodes by their titles."""
+    names = dict(re.findall(r"<title>(\d+)</title>\s*<path[^>]*/>\s*<text[^>]*>([^<]+)</text>",
+                            svg))
+    return {(names[a], names[b]) for a, b in re.findall(r"<title>(\d+)&#45;&gt;(\d+)</title>", svg)}
+
+
+def _dot_edges(dot: str) -> set[tuple[str, str]]:
+    """The (rule, rule) edges of `snakemake --rulegraph`'s DOT text."""
+    names = dict(re.findall(r"^\s*(\d+)\[label = \"([^\"]+)\"", dot, flags=re.MULTILINE))
+    return {(names[a], names[b]) for a, b in re.findall(r"^\s*(\d+) -> (\d+)", dot,
+                                                        flags=re.MULTILINE)}
+
+
+def test_the_readme_s_rule_graph_is_today_s(tmp_path: Path, env: dict[str, str]) -> None:
+    """docs/rulegraph.svg (the README's data-flow picture, `make rulegraph`) has the edges
+    `snakemake --rulegraph` gives today: it lacked evaluate_extra -> paper_figure for four days
+    after the robustness curves came."""
+    workdir = copy_workflow(tmp_path, real_params())
+    result = run([str(BIN / "snakemake"), "--quiet", "all", "--rulegraph", "--",
+                  "results/paper/digits/index.md"], workdir, env)
+    assert result.returncode == 0, result.stderr
+    today = _dot_edges(result.stdout)
+    assert len(today) > 20 and ("evaluate_extra", "paper_figure") in today
+    drawn = _svg_edges((ROOT / "docs" / "rulegraph.svg").read_text())
+    assert drawn == today, ("docs/rulegraph.svg is stale: run `make rulegraph`; missing "
+                            f"{sorted(today - drawn)}, extra {sorted(drawn - today)}")
+
+
 def test_pseudo_labels_come_from_the_method_labeler(tmp_path: Path, env: dict[str, str]) -> None:
     result = run([str(BIN / "snakemake"), "-n", "-p", "--", "results/models/digits/cnn/wscat/seed1/best.pt",
                   "results/models/digits/cnn/trades/seed1/best.pt"],
