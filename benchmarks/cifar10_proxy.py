@@ -643,6 +643,26 @@ def check_images(npz: Path, done: dict[int, Path], repository: bool) -> None:
                              "../shared/datasets/cifar10-proxy.npz there again (DEVELOPERS.md)")
 
 
+def check_npz(npz: Path) -> None:
+    """Refuse (ValueError, one line) an --npz that is no npz of the proxy's arrays, before a
+    device call is spent on it: a zip whose names hold x_train and y_train (read from its
+    directory; nothing is loaded)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(npz) as archive:
+            names = {Path(name).stem for name in archive.namelist()}
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ValueError(f"--npz {npz}: not an .npz file ({type(error).__name__}); carry "
+                         "data/proxy/cifar10-proxy.npz, a copy of "
+                         "../shared/datasets/cifar10-proxy.npz (DEVELOPERS.md)") from None
+    missing = [name for name in ("x_train", "y_train") if name not in names]
+    if missing:
+        raise ValueError(f"--npz {npz}: an .npz without {', '.join(missing)}; carry "
+                         "data/proxy/cifar10-proxy.npz, a copy of "
+                         "../shared/datasets/cifar10-proxy.npz (DEVELOPERS.md)")
+
+
 def seeds_dir_of(args: argparse.Namespace) -> Path | None:
     """The committed seeds this run must match: --seeds-dir, or by default the repository's
     with the repository's params.yaml (a test's own params have no committed seeds)."""
@@ -659,7 +679,7 @@ def checked_params(args: argparse.Namespace) -> dict[str, Any]:
     steps read, as its table would refuse this seed after the run (proxy_table.read_seeds)."""
     from proxy_table import seed_difference, seed_dirs
 
-    from wscat.config import ConfigError, validate_params
+    from wscat.config import ConfigError, read_yaml, validate_params
 
     if not args.params.is_file():
         raise ValueError(f"--params {args.params}: no such file; pass the repository's "
@@ -677,9 +697,16 @@ def checked_params(args: argparse.Namespace) -> dict[str, Any]:
     for flag, value in (("--deadline", args.deadline), ("--epochs", args.epochs)):
         if value is not None and not value > 0:
             raise ValueError(f"{flag} {value:g}: give a positive number")
-    raw = proxy_params(yaml.safe_load(args.params.read_text()), seed=args.seed,
-                       npz=args.npz.resolve() if args.npz else None, epochs=args.epochs)
-    try:
+    if args.npz is not None:
+        check_npz(args.npz)
+    try:  # the file as given first (a bad line named by its own line number), then the run's
+        base = read_yaml(args.params)
+        validate_params(base if isinstance(base, dict) else {}, args.params)
+        if EXPERIMENT not in base["experiments"]:
+            raise ConfigError(f"{args.params}: no experiment '{EXPERIMENT}'; pass the "
+                              "repository's params.yaml (the default)")
+        raw = proxy_params(base, seed=args.seed, npz=args.npz.resolve() if args.npz else None,
+                           epochs=args.epochs)
         params = validate_params(yaml.safe_load(yaml.safe_dump(raw)))
     except ConfigError as error:
         raise ValueError(f"--params {args.params}: {error}") from None
@@ -704,11 +731,13 @@ def checked_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from wscat.cli import Parser, seed_value  # usage errors: one line, exit 2
+
+    parser = Parser(prog="cifar10_proxy", description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     parser.add_argument("--npz", type=Path, default=None,
                         help="the proxy's images as one npz (offline source; default: the archive)")
-    parser.add_argument("--seed", type=int, required=True,
+    parser.add_argument("--seed", type=seed_value, required=True,
                         help="the seed to run: one that --seeds-dir does not hold yet (the "
                              "paper's are 1, 2, 3)")
     parser.add_argument("--epochs", type=int, default=None, help="override training epochs")

@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from wscat.metrics import is_percent  # noqa: E402
+
 
 class Refused(ValueError):
     """Input that cannot be compared; its message is the one line to print."""
@@ -38,10 +41,13 @@ def _load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise Refused(f"{path}: no per_image.correct and accuracy ({type(err).__name__} {err}): "
                       "not a core metrics file of `wscat evaluate`") from None
     if not (isinstance(flags, dict) and isinstance(accuracy, dict)
-            and all(isinstance(f, (str, list)) for f in flags.values())
-            and all(isinstance(v, (int, float)) for v in accuracy.values())):
+            and all(isinstance(f, (str, list)) for f in flags.values())):
         raise Refused(f"{path}: per_image.correct is not attack -> flags or accuracy not attack "
                       "-> number: not a core metrics file of `wscat evaluate`")
+    for attack, value in accuracy.items():  # NaN, infinity or true were compared as numbers
+        if not is_percent(value):
+            raise Refused(f"{path}: accuracy {attack} is {json.dumps(value)}, not a finite "
+                          "percentage in [0, 100]: rerun `wscat evaluate` for it")
     text = {k: f if isinstance(f, str) else "".join("1" if x == 1 else "0" if x == 0 else "?"
                                                      for x in f) for k, f in flags.items()}
     for attack, f in text.items():  # one form, so a list and its string compare equal

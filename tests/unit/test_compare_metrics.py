@@ -130,8 +130,13 @@ def test_other_attacks_are_refused(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize("text, says", [('{"accuracy":', "not readable JSON"),
                                         ('{"accuracy": {}}', "no per_image.correct"),
                                         ('[1, 2]', "no per_image.correct"),
-                                        ('{"accuracy": {"PGD": "x"}, "per_image": '
-                                         '{"correct": {"PGD": "1"}}}', "per_image.correct is not attack")])
+                                        ('{"accuracy": {"PGD": 1}, "per_image": '
+                                         '{"correct": {"PGD": 1}}}', "per_image.correct is not attack"),
+                                        # NaN, infinity and true were compared as numbers (exit 0)
+                                        *[(f'{{"accuracy": {{"PGD": {value}}}, "per_image": '
+                                           '{"correct": {"PGD": "1"}}}',
+                                           f"accuracy PGD is {value}, not a finite percentage")
+                                          for value in ('"x"', "NaN", "Infinity", "true", "140")]])
 def test_broken_file_is_refused(tmp_path, capsys, monkeypatch, text, says):
     for side in "ab":  # a good pair first: nothing of it printed either
         _write(tmp_path / side, rel="metrics/digits/cnn/pgd-at/seed1.json")

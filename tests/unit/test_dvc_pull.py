@@ -294,10 +294,13 @@ def test_what_would_stop_snakemake_is_found_before_the_pull(root: Path, tools, c
     ("stages:\n  fetch-x:\n    cmd: wscat fetch --dataset x\n",
      "{root}/dvc.yaml has no stage that runs Snakemake; regenerate it with "
      "`.venv/bin/python workflow/scripts/dvc_yaml.py`"),
-    ("stages: [1, 2\n", "cannot read {root}/dvc.yaml:")])
+    ("stages: [1, 2\n", "cannot read {root}/dvc.yaml:"),
+    (b"\xff\xfe\x00stages", "cannot read {root}/dvc.yaml:")])  # binary: was a traceback
 def test_a_dvc_yaml_without_a_snakemake_stage_is_one_line_before_the_pull(
-        tmp_path: Path, tools, capsys, text: str | None, why: str) -> None:
-    if text is not None:
+        tmp_path: Path, tools, capsys, text: str | bytes | None, why: str) -> None:
+    if isinstance(text, bytes):
+        (tmp_path / "dvc.yaml").write_bytes(text)
+    elif text is not None:
         (tmp_path / "dvc.yaml").write_text(text)
     assert dvc_pull.main(["--root", str(tmp_path)]) == 2
     assert tools["calls"] == []

@@ -389,11 +389,25 @@ def test_the_robust_curve_follows_the_datasets_selection() -> None:
         f"{other}/plots/metrics/val_cw.tsv": "val_cw"}
 
 
-def test_an_unknown_experiment_is_one_line(root: Path) -> None:
+def test_an_unknown_experiment_is_one_line(root: Path, capsys: pytest.CaptureFixture) -> None:
+    """Bad input: exit 2 (sys.exit with the message exited 1, as for a failure)."""
     with pytest.raises(SystemExit) as stop:
         dvc_yaml.render(root, ["demo", "nope"])
-    assert stop.value.code == ("dvc_yaml: no experiment nope in params.yaml; experiments: demo, "
-                               "demo-b, proxy, c10")
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == ("dvc_yaml: no experiment nope in params.yaml; experiments: "
+                                       "demo, demo-b, proxy, c10\n")
+
+
+def test_a_root_without_params_is_named_with_the_flag_that_moves_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The params file's own refusal said "pass --params", a flag dvc_yaml.py does not have."""
+    for call in (lambda: dvc_yaml.render(tmp_path, None),
+                 lambda: dvc_yaml.check(tmp_path, tmp_path / "dvc.yaml", None, False)):
+        with pytest.raises(SystemExit) as stop:
+            call()
+        assert stop.value.code == 2
+        assert capsys.readouterr().err == (f"dvc_yaml: no params.yaml in {tmp_path}; run it from "
+                                           "the repository's root folder or pass --root\n")
 
 
 # --- reading a dvc.yaml, and --check ------------------------------------------------------------

@@ -256,6 +256,20 @@ def _missing_file(files: list[Path]) -> list[Path]:
     return files + [files[0].with_name("absent.json")]
 
 
+def _typed(key: str, value: object):
+    """A metrics file whose `key` (a dotted path) holds a value of another JSON type."""
+    def breakage(files: list[Path]) -> list[Path]:
+        data = json.loads(files[0].read_text())
+        *above, last = key.split(".")
+        part = data
+        for name in above:
+            part = part.setdefault(name, {})
+        part[last] = value
+        files[0].write_text(json.dumps(data))
+        return files
+    return breakage
+
+
 def _other_dataset(files: list[Path]) -> list[Path]:
     data = json.loads(files[0].read_text())
     files[0].write_text(json.dumps({**data, "dataset": "cifar10"}))
@@ -268,8 +282,16 @@ def _other_dataset(files: list[Path]) -> list[Path]:
     (_drop_seed, METHODS, "no metrics file for wscat seed 3; pass it (`wscat evaluate` makes it)"),
     (_break_json, METHODS, "trades-seed2.json: not valid JSON"),
     (_drop_key, METHODS, "standard-seed1.json: 'accuracy' lacks metric"),
-    (_missing_file, METHODS, "absent.json: metrics file not found"),
+    (_missing_file, METHODS, "absent.json: metrics file not found; run `wscat evaluate` for "
+                             "that run first, or fix the path"),
     (_other_dataset, METHODS, "cifar10"),
+    # A list where an object belongs was an AttributeError (`wscat table`: "unexpected", exit 1)
+    (_typed("checks", [1]), METHODS, "standard-seed1.json: 'checks' must be a JSON object, got "
+                                     "list; re-evaluate it (`wscat evaluate`)"),
+    (_typed("checks", {"c": 3}), METHODS, "check 'c' must be a JSON object, got int"),
+    (_typed("manifest", 3), METHODS, "'manifest' must be a JSON object, got int"),
+    (_typed("manifest.attacks", [3]), METHODS, "'manifest.attacks' must be a JSON object, got "
+                                               "list"),
 ])
 def test_bad_input_raises_and_writes_nothing(tmp_path: Path, breakage, methods, message) -> None:
     files = breakage(make_metrics(tmp_path / "metrics"))

@@ -141,6 +141,21 @@ def test_readme_missing_markers_write_nothing(tables: Path, capsys) -> None:
     assert sorted(p.name for p in tables.iterdir()) == ["README.md", "results"]
 
 
+def test_readme_a_write_that_fails_is_one_line_and_leaves_the_readme(
+        tables: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A README on a read-only mount: its OSError was a traceback."""
+    def refused(self: Path, target: Path) -> Path:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "replace", refused)
+    before = (tables / "README.md").read_text()
+    assert readme_refused(capsys, lambda: readme_tables.main(["README.md", DIGITS])) == (
+        "readme_tables: cannot write README.md (Permission denied); make its folder writable, "
+        "then run again\n")
+    assert (tables / "README.md").read_text() == before
+    assert sorted(p.name for p in tables.iterdir()) == ["README.md", "results"]  # no temporary
+
+
 @pytest.mark.parametrize("args, says", [
     (["README.md", "results/tables/digits-x.md"],
      "table results/tables/digits-x.md: cannot be read (No such file or directory); build it "

@@ -904,23 +904,44 @@ def test_the_table_says_which_seeds_are_missing_and_refuses_bad_folders(
 
 
 def test_the_one_call_script_refuses_bad_input_before_writing(tmp_path: Path) -> None:
-    """A bad schedule, seed, deadline or path: one line, exit 2, nothing written (a missing npz
-    once ran 0 of its steps and said to commit the seed; --seed -1 left its params behind)."""
+    """A bad schedule, seed, deadline, path, npz or params file: one line, exit 2, nothing
+    written (a missing npz once ran 0 of its steps and said to commit the seed; --seed -1 left
+    its params behind; a garbled params file was a 56-line YAML traceback; a file that is no
+    npz passed --check with no committed seeds, to be found out on the device)."""
     (tmp_path / "a-file").write_text("")
-    for flag, value in (("--jobs", "0"), ("--labeler-beside", "-1"), ("--gib-per-step", "0"),
-                        ("--seed", "-1"), ("--deadline", "0"), ("--epochs", "-2"),
-                        ("--npz", str(tmp_path / "none.npz")),
-                        ("--params", str(tmp_path / "none.yaml")),
-                        ("--out", str(tmp_path / "a-file")),
-                        ("--seeds-dir", str(tmp_path / "a-file"))):
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    (inputs / "random.npz").write_bytes(bytes(range(256)) * 20)
+    np.savez(inputs / "other.npz", a=np.zeros(3))
+    (inputs / "garbled.yaml").write_text("a: [\n")
+    (inputs / "binary.yaml").write_bytes(b"\xef\xff\n")
+    (inputs / "two-keys.yaml").write_text("a: 1\na: 2\n")
+    for flag, value, says in (
+            ("--jobs", "0", ""), ("--labeler-beside", "-1", ""), ("--gib-per-step", "0", ""),
+            ("--seed", "-1", ""), ("--seed", "abc", "not an integer"),
+            ("--seed", str(2 ** 40), "outside 0..4294967295"),
+            ("--deadline", "0", ""), ("--epochs", "-2", ""),
+            ("--npz", str(tmp_path / "none.npz"), "no such file"),
+            ("--npz", str(inputs / "random.npz"), "not an .npz file"),
+            ("--npz", str(inputs / "other.npz"), "without x_train, y_train"),
+            ("--params", str(tmp_path / "none.yaml"), "no such file"),
+            ("--params", str(inputs / "garbled.yaml"), "is not valid YAML: line 2"),
+            ("--params", str(inputs / "binary.yaml"), "is not a UTF-8 text file"),
+            ("--params", str(inputs / "two-keys.yaml"), "duplicate key a"),
+            ("--out", str(tmp_path / "a-file"), ""),
+            ("--seeds-dir", str(tmp_path / "a-file"), "")):
         out = [] if flag == "--out" else ["--out", str(tmp_path / "out")]
         seed = [] if flag == "--seed" else ["--seed", "2"]
+        check = ["--check"] if flag in ("--npz", "--params") else []  # refused by --check too
         result = subprocess.run([sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), flag,
-                                 value, *out, *seed, "--results", str(tmp_path / "results")],
+                                 value, *out, *seed, *check, "--results",
+                                 str(tmp_path / "results")],
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-        assert f"cifar10_proxy: error: {flag} " in result.stderr
-    assert [path.name for path in tmp_path.iterdir()] == ["a-file"]
+        assert re.match(rf"cifar10_proxy: error: (argument )?{flag}[ :]", result.stderr), (
+            result.stderr)
+        assert says in result.stderr, (says, result.stderr)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "inputs"]
 
 
 @pytest.mark.slow

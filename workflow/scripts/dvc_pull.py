@@ -65,7 +65,7 @@ def read_stages(root: Path) -> dict[str, Stage]:
         raise PullError(f"no dvc.yaml in {root}: run it in the repository's root folder")
     try:
         stages = (yaml.safe_load(path.read_text()) or {}).get("stages") or {}
-    except (OSError, yaml.YAMLError, AttributeError) as error:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as error:
         raise PullError(f"cannot read {path}: {first(error)}; regenerate it with "
                         "`.venv/bin/python workflow/scripts/dvc_yaml.py`") from None
     found = {}
@@ -173,7 +173,7 @@ def recorded(root: Path) -> set[str]:
         raise PullError(f"no dvc.lock in {root}: no run was recorded here or in the commit pulled "
                         "(`make demo` and `dvc repro` record theirs; commit dvc.lock, then `dvc "
                         "push`)") from None
-    except (OSError, yaml.YAMLError, AttributeError) as error:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as error:
         raise PullError(f"cannot read {path}: {first(error)}; `git checkout dvc.lock` puts "
                         "the committed one back") from None
     return {str(name) for name in stages} if isinstance(stages, dict) else set()

@@ -35,7 +35,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -212,7 +212,7 @@ def stage(params: dict[str, Any], root: Path, name: str, claimed: set[str],
 def render(root: Path, names: list[str] | None = None, every: bool = False) -> str:
     """dvc.yaml of the experiments `names` (every one with `every`; default: the demo's)."""
     try:
-        params = load_params(root / "params.yaml")
+        params = _params(root)
         if every:
             names = list(params["experiments"])
         names = names or [targets.default_experiment(params)]
@@ -221,7 +221,7 @@ def render(root: Path, names: list[str] | None = None, every: bool = False) -> s
             raise ConfigError(f"no experiment {', '.join(unknown)} in params.yaml; experiments: "
                               f"{', '.join(params['experiments'])}")
     except ConfigError as error:
-        sys.exit(f"dvc_yaml: {error}")
+        refuse(str(error))
     claimed: set[str] = set()
     fetches: dict[str, dict[str, Any]] = {}
     curves: list[dict[str, Any]] = []
@@ -286,14 +286,28 @@ def stale_line(output: Path, current: str, text: str, command: str) -> str:
             f"{output.name}`), and run again")
 
 
+def refuse(message: str) -> NoReturn:
+    """Bad input (params, experiments, the root): one line on stderr, exit 2, nothing written."""
+    print(f"dvc_yaml: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _params(root: Path) -> dict[str, Any]:
+    """ROOT/params.yaml, validated; a root without one is named (this script has no --params)."""
+    if not (root / "params.yaml").is_file():
+        raise ConfigError(f"no params.yaml in {root}; run it from the repository's root folder "
+                          "or pass --root")
+    return load_params(root / "params.yaml")
+
+
 def check(root: Path, output: Path, names: list[str] | None, every: bool) -> int:
     """0 when `output` is what the params generate for its own stages (or `names`); else one
     line naming the command that regenerates it, exit 2. Writes nothing."""
     current = output.read_text() if output.is_file() else ""
     try:
-        params = load_params(root / "params.yaml")
+        params = _params(root)
     except ConfigError as error:
-        sys.exit(f"dvc_yaml: {error}")
+        refuse(str(error))
     default = targets.default_experiment(params)
     names = names or [name for name in stage_names(current) if name in params["experiments"]]
     text = render(root, names or None, every)

@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from pathlib import Path
@@ -45,8 +46,14 @@ def main(argv: list[str]) -> None:
     for table in tables:
         readme = paste(readme, table, read(Path(table), "table"))
     tmp = readme_path.with_name(f".{readme_path.name}.tmp")
-    tmp.write_text(readme)
-    tmp.replace(readme_path)
+    try:  # the README is replaced whole or not at all
+        tmp.write_text(readme)
+        tmp.replace(readme_path)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        refuse(f"cannot write {readme_path} ({error.strerror or error}); make its folder "
+               "writable, then run again")
     print(f"pasted {', '.join(tables)} into {readme_path}")
 
 

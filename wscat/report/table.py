@@ -22,32 +22,55 @@ _REQUIRED = ("dataset", "model", "method", "seed", "accuracy")
 _LABEL = re.compile(r"[A-Za-z0-9:._\-]+")
 
 
+REEVALUATE = "re-evaluate it (`wscat evaluate`)"
+NOT_OURS = ("not a metrics file of `wscat evaluate`: pass a run's "
+            "results/metrics/DATASET/MODEL/METHOD/seedN.json, or " + REEVALUATE)
+
+
 def _read_metrics(path: Path) -> dict:
-    """Load and validate one metrics file; any problem is a one-line ValueError naming it."""
+    """Load and validate one metrics file; any problem is a one-line ValueError naming it and
+    saying what to do. The parts a table reads beyond the accuracies (`checks`, `manifest` and
+    its `attacks`) must be JSON objects where present: a list there was a traceback."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"{path}: metrics file not found") from None
+        raise ValueError(f"{path}: metrics file not found; run `wscat evaluate` for that run "
+                         "first, or fix the path") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: cannot read metrics file ({err})") from None
+        raise ValueError(f"{path}: cannot read metrics file ({err}); {NOT_OURS}") from None
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
+        empty = " (the file is empty)" if not path.read_bytes().strip() else ""
+        raise ValueError(f"{path}: not valid JSON ({err}){empty}; {REEVALUATE}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}; "
+                         f"{NOT_OURS}")
     missing = [key for key in _REQUIRED if key not in data]
     if missing:
-        raise ValueError(f"{path}: missing key(s) {', '.join(missing)}")
+        raise ValueError(f"{path}: missing key(s) {', '.join(missing)}; {NOT_OURS}")
+    manifest = data.get("manifest")
+    for key, part in (("checks", data.get("checks")), ("manifest", manifest),
+                      ("manifest.attacks",
+                       manifest.get("attacks") if isinstance(manifest, dict) else None)):
+        if part is not None and not isinstance(part, dict):
+            raise ValueError(f"{path}: '{key}' must be a JSON object, got "
+                             f"{type(part).__name__}; {REEVALUATE}")
+    for name, check in (data.get("checks") or {}).items():
+        if not isinstance(check, dict):
+            raise ValueError(f"{path}: check '{name}' must be a JSON object, got "
+                             f"{type(check).__name__}; {REEVALUATE}")
     if not isinstance(data["method"], str) or not data["method"]:
         raise ValueError(f"{path}: 'method' must be a non-empty string")
     if not isinstance(data["seed"], int) or isinstance(data["seed"], bool):
         raise ValueError(f"{path}: 'seed' must be an integer, got {data['seed']!r}")
     accuracy = data["accuracy"]
     if not isinstance(accuracy, dict):
-        raise ValueError(f"{path}: 'accuracy' must be an object of metric -> percent")
+        raise ValueError(f"{path}: 'accuracy' must be an object of metric -> percent; "
+                         f"{REEVALUATE}")
     if data.get("part") != "extra":  # AA-paper, NRF and checks: merged into their core file
         absent = [metric for metric in METRICS if metric not in accuracy]
         if absent:
-            raise ValueError(f"{path}: 'accuracy' lacks metric(s) {', '.join(absent)}")
+            raise ValueError(f"{path}: 'accuracy' lacks metric(s) {', '.join(absent)}; "
+                             f"{REEVALUATE}")
     for metric, value in accuracy.items():
         if not is_percent(value):
             raise ValueError(f"{path}: accuracy '{metric}' must be a finite number in [0, 100] "
