@@ -12,7 +12,9 @@ compiled differ by (rounding). A gap between them well beyond that would be some
 graphs do: an input read from a stale buffer, an output overwritten before it was read
 (`wscat.training.speed.begin_graph_step`). The report gives, per pair, the largest difference
 of the losses along the way, of the weights, of the EMA's weights and of its batch-norm
-statistics at the end, and says which pair is which.
+statistics at the end, and says which pair is which. On a CPU no CUDA graph is recorded: the
+report then labels the second pair as two compiled modes and says, first, that it checks tracing
+and code paths only.
 
 Random CIFAR-shaped batches (`--batch`, the proxy's 128; Mean Teacher's with the proxy's 29
 labelled images, the rest unlabelled) at a progress past Mean Teacher's ramp-up, so its
@@ -37,6 +39,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 VARIANTS = ("eager", "default", "reduce-overhead")
 PAIRS = (("eager", "default", "rounding: eager against compiled"),
          ("default", "reduce-overhead", "graphs: compiled against compiled with CUDA graphs"))
+# Without CUDA, mode "reduce-overhead" records no graph: the second pair's label and a first
+# paragraph say so, so a CPU run's report is not read as a check of graphs.
+NO_GRAPHS_MEANING = "compiled modes: compiled against compiled as reduce-overhead, no graph"
+NO_GRAPHS_NOTE = "\n".join((  # a Markdown paragraph, lines of at most 98 characters
+    'On a CPU, mode "reduce-overhead" records no CUDA graph: the second row of each table '
+    "compares two",
+    "compiled modes, not graphs. This page checks tracing and the code paths only "
+    "(the graphed step's",
+    "included); the graph check proper needs a lent GPU."))
 QUANTITIES = ("loss", "weights", "ema_weights", "ema_statistics")  # a gap of each, per pair
 LABELLED = 29  # of 128: the proxy's labelled share of a semi-supervised batch
 
@@ -173,9 +184,12 @@ def _cell(gap: float) -> str:
 
 
 def report(method_key: str, traces: dict[str, Trace], args: argparse.Namespace,
-           machine: str) -> str:
-    """One method's section of the report: the table of gaps per pair, the seconds, the verdict."""
+           machine: str, graphs: bool = True) -> str:
+    """One method's section of the report: the table of gaps per pair, the seconds, the verdict.
+    Without `graphs` (no CUDA device) the second pair is labelled as two compiled modes."""
     rows = compare(traces)
+    if not graphs:
+        rows[1]["meaning"] = NO_GRAPHS_MEANING
     lines = [f"## {method_key}: {args.steps} steps, {args.model}, batch {args.batch}, "
              f"{args.precision}, progress {args.progress} ({machine})", "",
              "| pair | what the gap is | loss | weights | EMA weights "
@@ -224,11 +238,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"not in params.yaml: {', '.join(unknown) or args.model}")
     machine = f"{hardware(device)}, torch {torch.__version__}"
     given = " ".join(sys.argv[1:] if argv is None else argv)
+    graphs = device.type == "cuda"
     text = ["# CUDA graphs against eager and compiled training steps", "",
+            *([] if graphs else [NO_GRAPHS_NOTE, ""]),
             f"`python3 benchmarks/graph_step_check.py {given}`", ""]
     for method_key in args.methods:
         traces = {variant: run_variant(method_key, variant, args, params) for variant in VARIANTS}
-        text.append(report(method_key, traces, args, machine))
+        text.append(report(method_key, traces, args, machine, graphs))
         print(text[-1], flush=True)
         if args.out is not None:
             args.out.mkdir(parents=True, exist_ok=True)

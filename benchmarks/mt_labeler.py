@@ -19,6 +19,10 @@ with the project's steps (`wscat train`, `wscat pseudo-label`).
     .venv/bin/python benchmarks/mt_labeler.py --npz data/proxy/cifar10-proxy.npz --model cnn \\
         --threads 1 --tag cpu-cnn                                          # a CPU look, ~25 min
 
+The committed mt-labeler-h100.md and mt-labeler-cpu-cnn.md ran under an older default,
+`--runs standard mt:15:copy mt:60:copy mt:60:average`, when `standard` trained 15 epochs: their
+pages give those runs.
+
 Runs: `standard` and `mt` (the labeler exactly as params.yaml has it), `standard:<epochs>`
 (Standard with its own epochs) and `mt:<epochs>:<copy|average>[:<warmup_fraction>]` (Mean Teacher
 with its own epochs and EMA buffers; its ramp-up keeps its share of the run; a warm-up fraction

@@ -11,7 +11,8 @@ forward passes a step; peak memory; on a GPU, the share of the GPU's peak FLOP/s
 Each (model, method) runs in a fresh process with an empty compile cache, so peak memory and
 compile time are its own. Inputs are random
 CIFAR-shaped batches (content does not change the cost). Results go to
-benchmarks/results/{tag}.json and .md; docs/speed.md quotes the Markdown table.
+benchmarks/results/{tag}.json and .md, each with the command line that wrote it; docs/speed.md
+quotes the Markdown table.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -319,8 +321,11 @@ def main() -> int:
     tag = args.tag or ("gpu" if args.device.startswith("cuda") else "cpu")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    page = markdown(rows, title) + "".join(f"\n- {line}" for line in failed) + "\n" * bool(failed)
-    (out / f"{tag}.json").write_text(json.dumps({"machine": title, "rows": rows, "failed": failed},
+    command = "python benchmarks/throughput.py " + shlex.join(sys.argv[1:])
+    page = (f"Command: `{command}`\n\n" + markdown(rows, title)
+            + "".join(f"\n- {line}" for line in failed) + "\n" * bool(failed))
+    (out / f"{tag}.json").write_text(json.dumps({"machine": title, "command": command,
+                                                 "rows": rows, "failed": failed},
                                                 indent=1) + "\n")
     (out / f"{tag}.md").write_text(page)
     print(page)
