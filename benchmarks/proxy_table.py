@@ -47,22 +47,52 @@ SEED_DIR = re.compile(r"seed(\d+)")
 NAN = re.compile(r"\bnan\b", re.IGNORECASE)
 
 
-def read_json(path: Path, what: str, keys: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A seed folder's JSON file as an object with `keys`; anything else is one line naming it."""
+def tarball(seed: int | None) -> str:
+    """The tarball a run of `seed` returned (OUT/seed{s}.tar.gz where the seed is not known)."""
+    return f"OUT/seed{'{s}' if seed is None else seed}.tar.gz"
+
+
+def read_json(path: Path, what: str, keys: tuple[str, ...] = (), seed: int | None = None
+              ) -> dict[str, Any]:
+    """A seed folder's JSON file as an object with `keys`; anything else is one line naming it
+    and the tarball of `seed` to unpack again."""
+    again = f"unpack the run's {tarball(seed)} again"
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: not a readable {what} ({type(error).__name__}: "
-                         f"{str(error).splitlines()[0]}); unpack the run's OUT/seed{{s}}.tar.gz "
-                         "again") from None
+                         f"{str(error).splitlines()[0]}); {again}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a {what} that is not a JSON object (a "
-                         f"{type(data).__name__}); unpack the run's OUT/seed{{s}}.tar.gz again")
+                         f"{type(data).__name__}); {again}")
     missing = [key for key in keys if key not in data]
     if missing:
-        raise ValueError(f"{path}: a {what} without {', '.join(missing)}; unpack the run's "
-                         "OUT/seed{s}.tar.gz again")
+        raise ValueError(f"{path}: a {what} without {', '.join(missing)}; {again}")
     return data
+
+
+def read_params(folder: Path, seed: int) -> dict[str, Any]:
+    """A seed folder's params.yaml, validated (wscat.config.load_params); a file that is not YAML
+    text (binary, garbled, a key given twice) is one line saying to unpack its tarball again."""
+    from wscat.config import ConfigError, read_yaml
+    from wscat.strict_yaml import DuplicateKeyError
+
+    path = folder / "params.yaml"
+    again = f"unpack the run's {tarball(seed)} again"
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        text = "\0"
+    if "\0" in text:
+        raise ValueError(f"{path} is not a YAML text file (binary, or not UTF-8); {again}")
+    try:
+        read_yaml(path)
+    except ConfigError as error:  # not YAML, or a key given twice (whose "keep one" is ours)
+        said = str(error)
+        if isinstance(error.__cause__, DuplicateKeyError):
+            said = said.rsplit("; ", 1)[0]
+        raise ValueError(f"{said}; {again}") from None
+    return load_params(path)
 
 
 def seed_dirs(seeds_dir: Path) -> dict[int, Path]:
@@ -146,7 +176,7 @@ def read_seeds(dirs: dict[int, Path]) -> dict[str, Any]:
                              + f"; unpack the run's OUT/{folder.name}.tar.gz into the folder "
                              f"that holds {folder.name}/: tar xzf {folder.name}.tar.gz -C "
                              f"{folder.parent}/")
-        params = load_params(folder / "params.yaml")
+        params = read_params(folder, seed)
         if EXPERIMENT not in params["experiments"]:
             raise ValueError(f"{folder / 'params.yaml'}: no experiment '{EXPERIMENT}'; not a "
                              "CIFAR-10 proxy run's folder")
@@ -178,9 +208,9 @@ def metrics_files(params: dict[str, Any], dirs: dict[int, Path]) -> list[Path]:
                     raise ValueError(f"{path}: missing, so seed {seed} is not complete (its run "
                                      "did not finish every evaluation); rerun that seed "
                                      "(DEVELOPERS.md) or move its folder out")
-                if read_json(path, "metrics file", ("seed",))["seed"] != seed:
+                if read_json(path, "metrics file", ("seed",), seed)["seed"] != seed:
                     raise ValueError(f"{path}: holds another seed's metrics than seed {seed}; "
-                                     "unpack each run's OUT/seed{s}.tar.gz unchanged")
+                                     f"unpack the run's {tarball(seed)} unchanged")
                 files.append(path)
     return files
 
@@ -194,7 +224,7 @@ def check_records(dirs: dict[int, Path]) -> None:
         if not record_path.is_file():
             raise ValueError(f"{record_path}: missing; unpack the run's OUT/seed{seed}.tar.gz "
                              "unchanged")
-        record = read_json(record_path, "run record", ("complete",))
+        record = read_json(record_path, "run record", ("complete",), seed)
         if record["complete"] is not True:
             raise ValueError(f"{record_path}: the record of a call that did not finish the seed; "
                              f"unpack the OUT/seed{seed}.tar.gz of the call that did (its "
@@ -206,7 +236,7 @@ def recorded_images(dirs: dict[int, Path]) -> dict[int, str]:
     before it was recorded)."""
     records = {seed: folder / "run.json" for seed, folder in dirs.items()}
     return {seed: md5 for seed, record in records.items() if record.is_file()
-            and (md5 := read_json(record, "run record").get("npz_md5"))}
+            and (md5 := read_json(record, "run record", (), seed).get("npz_md5"))}
 
 
 def check_images(dirs: dict[int, Path], reference: str | None) -> None:
@@ -234,28 +264,26 @@ def _runs_line(seed: int, folder: Path, commits: list[str]) -> str:
     record_path = folder / "run.json"
     if not record_path.is_file():
         return f"- seed {seed}: no run.json (how the run went is not recorded)"
-    record = read_json(record_path, "run record", ("steps",))
+    record = read_json(record_path, "run record", ("steps",), seed)
+    again = f"unpack the run's {tarball(seed)} again"
     steps = record["steps"]
     if not isinstance(steps, list) or not all(isinstance(step, dict) and {"status", "kept"}
                                               <= step.keys() for step in steps):
-        raise ValueError(f"{record_path}: its steps lack a status or kept field; unpack the "
-                         "run's OUT/seed{s}.tar.gz again")
+        raise ValueError(f"{record_path}: its steps lack a status or kept field; {again}")
     wall = record.get("wall_s", 0)
     if not _seconds(wall):
-        raise ValueError(f"{record_path}: wall_s is {wall!r}, not a number of seconds; unpack "
-                         "the run's OUT/seed{s}.tar.gz again")
+        raise ValueError(f"{record_path}: wall_s is {wall!r}, not a number of seconds; {again}")
     called = record.get("calls") or []
     if not isinstance(called, list) or not all(isinstance(c, dict) and _number(c.get("call"))
                                               for c in called) \
             or not all(_number(step.get("call")) for step in steps
                        if step.get("call") is not None):  # None: a step no call did
         raise ValueError(f"{record_path}: its calls are not a list of numbered calls (or a "
-                         "step's call is no number); unpack the run's OUT/seed{s}.tar.gz again")
+                         f"step's call is no number); {again}")
     for c in called:  # a call's seconds are added up and printed like wall_s
         if not _seconds(c.get("wall_s")):
             raise ValueError(f"{record_path}: call {c['call']}'s wall_s is "
-                             f"{c.get('wall_s')!r}, not a number of seconds; unpack the run's "
-                             "OUT/seed{s}.tar.gz again")
+                             f"{c.get('wall_s')!r}, not a number of seconds; {again}")
     done = sum(step["status"] == "done" for step in steps)
     walls = {c["call"]: c["wall_s"] for c in called}
     used = sorted({step["call"] for step in steps if step.get("call") in walls})
@@ -297,7 +325,9 @@ def _percent(value: object) -> bool:
 def code_commits(folder: Path) -> list[str]:
     """The git commits a seed's metrics files were measured with (their manifests' versions;
     two where two calls ran at different commits), sorted by name."""
-    found = {((read_json(path, "metrics file").get("manifest") or {}).get("versions") or {})
+    seed = int(m.group(1)) if (m := SEED_DIR.fullmatch(folder.name)) else None
+    found = {((read_json(path, "metrics file", (), seed).get("manifest") or {})
+              .get("versions") or {})
              .get("git") for path in sorted(folder.glob("metrics/**/*.json"))}
     return sorted(commit for commit in found if isinstance(commit, str) and commit)
 
@@ -320,10 +350,11 @@ def _labelers(params: dict[str, Any], dirs: dict[int, Path]) -> str:
             if not report.is_file():
                 cells.append("-")
                 continue
-            accuracy = read_json(report, "pseudo-label report", ("accuracy",))["accuracy"]
+            accuracy = read_json(report, "pseudo-label report", ("accuracy",),
+                                 seed)["accuracy"]
             if not _percent(accuracy):
                 raise ValueError(f"{report}: accuracy {json.dumps(accuracy)} is not a percentage "
-                                 "(0 to 100); unpack the run's OUT/seed{s}.tar.gz again")
+                                 f"(0 to 100); unpack the run's {tarball(seed)} again")
             cells.append(f"{accuracy:.2f}")
         lines.append(f"| {display_name(labeler)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -43,7 +43,7 @@ from wscat.data import ImageDataset, load_dataset as _load_dataset, load_split
 from wscat.data.split import check_split_fits
 from wscat.device import named, pick_device
 from wscat.export import export_model as _export_model, load_exported as _load_exported
-from wscat.external import ModelEvaluation, evaluate as _evaluate_model
+from wscat.external import ModelEvaluation, check_logits_model, evaluate as _evaluate_model
 from wscat.io import check_writable
 from wscat.models import LogitsOnly
 from wscat.steps import evaluate, pseudo, split as split_step, train
@@ -149,9 +149,10 @@ def predict(model: nn.Module, images: torch.Tensor | np.ndarray, device: DeviceL
     (channel-last), float pixels outside [0, 1] or a list are refused, saying what to pass."""
     check_model_argument(model)
     images = images_for(model, images)
-    device = None if device is None else pick_device(device)
+    device = None if device is None else pick_device(device, flag="device=")
     if not len(images):
         return torch.empty(0, dtype=torch.long)
+    check_logits_model(model, images[:1], device)  # another model's tuple: refused, not misread
     return inference.predict(model, images, device)
 
 
@@ -205,7 +206,7 @@ def train_method(method: str, *, out_dir: str | Path, dataset: str = "digits", m
     check_names(params, dataset=dataset, model=model, method=method)
     seed, threads = checked_seed(seed), checked_threads(threads)
     out_dir = as_path(out_dir, "out_dir", "a folder for the runs' files (made if missing)")
-    device_named, device = named(device), pick_device(device)
+    device_named, device = named(device), pick_device(device, flag="device=")
     check_training(params, method, dataset=dataset, model=model, seed=seed, out_dir=out_dir,
                     device=device, device_named=device_named)
     with _cpu_threads(threads):
@@ -244,7 +245,8 @@ def load_model(checkpoint: str | Path, device: DeviceLike = "cpu"
                ) -> tuple[nn.Module, dict[str, Any]]:
     """A checkpoint's EMA model in eval mode, (features, logits) of [0,1] images, and its
     metadata (dataset, method, seed, ...)."""
-    return inference.load_model(input_file(checkpoint, "checkpoint"), pick_device(device))
+    return inference.load_model(input_file(checkpoint, "checkpoint"),
+                                pick_device(device, flag="device="))
 
 
 PARTS = {"core": "metrics.json", "all": "metrics.json", "extra": "metrics-extra.json"}
@@ -274,7 +276,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
     params, checkpoint = _params(params), input_file(checkpoint, "checkpoint")
     threads = checked_threads(threads)
     split = None if split is None else input_file(split, "split")
-    device = pick_device(device)
+    device = pick_device(device, flag="device=")
     _, meta = inference.load_model(checkpoint, torch.device("cpu"))
     check_run_of(checkpoint, meta, params)
     if part == "extra":
@@ -352,7 +354,7 @@ def load_exported(entry: str | Path, device: DeviceLike = "cpu") -> LogitsOnly:
     """The model of an exported entry (NAME.json), in eval mode, its state dict's hash checked:
     [0,1] images -> logits, as RobustBench's `benchmark` and AutoAttack expect; `.model` is the
     wscat network (features, logits) (wscat.export.load_exported)."""
-    entry, device = input_file(entry, "entry"), pick_device(device)
+    entry, device = input_file(entry, "entry"), pick_device(device, flag="device=")
     weights = json.loads(entry.read_text()).get("state_dict")
     if not isinstance(weights, str) or not (entry.parent / weights).is_file():
         raise InputNotFound(f"{entry.parent / str(weights)}, the state dict of {entry}, not "

@@ -88,12 +88,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # torch raises several types for truncated or foreign files
         raise CheckpointError(_unreadable_line(path, error)) from error
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is a PyTorch file but not a {FORMAT} file (a bare state "
-                              "dict, e.g. `wscat export`'s, or another program's); pass a run's "
-                              f"best.pt ({CHECKPOINT_HINT})")
-    if not isinstance(state.get("meta"), dict):
-        raise CheckpointError(f"{path} has no metadata; delete it and retrain")
+    _check_ours(path, state)
     bad = nonfinite({k: v for k, v in state.items() if k != "meta"})
     if bad:
         raise CheckpointError(f"{path}: {_nonfinite_line(bad)}; a model with non-finite weights "
@@ -133,10 +128,19 @@ def checkpoint_meta(path: str | Path) -> dict[str, Any]:
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:  # noqa: BLE001 - as load_checkpoint
         raise CheckpointError(_unreadable_line(path, error)) from error
-    if not isinstance(state, dict) or state.get("format") != FORMAT \
-            or not isinstance(state.get("meta"), dict):
-        raise CheckpointError(f"{path} is not a {FORMAT} file with metadata")
+    _check_ours(path, state)
     return state["meta"]
+
+
+def _check_ours(path: Path, state: Any) -> None:
+    """Refuse (one line) what torch.load read from `path` unless it is a wscat checkpoint with
+    its metadata."""
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is a PyTorch file but not a {FORMAT} file (a bare state "
+                              "dict, e.g. `wscat export`'s, or another program's); pass a run's "
+                              f"best.pt ({CHECKPOINT_HINT})")
+    if not isinstance(state.get("meta"), dict):
+        raise CheckpointError(f"{path} has no metadata; delete it and retrain")
 
 
 def run_names(path: str | Path) -> dict[str, Any]:
@@ -196,13 +200,24 @@ def check_model(path: str | Path, meta: dict[str, Any], model: str, spec: dict[s
 
 
 def check_run(path: str | Path, meta: dict[str, Any], *, dataset: str, method: str,
-              seed: int) -> None:
+              seed: int, method_flag: str | None = None) -> None:
     """Refuse (ValueError, one line) a checkpoint whose metadata names another dataset, method
     or seed than the run a step was asked for (a seed-2 labeler for seed 1, a Standard
-    checkpoint as `--labeler mt` or `--method trades`): evaluate, pseudo-label and validate."""
-    if (meta.get("dataset"), meta.get("method"), meta.get("seed")) != (dataset, method, seed):
-        raise ValueError(f"{path} holds {meta.get('method')} seed {meta.get('seed')} on "
-                         f"{meta.get('dataset')}, not {method} seed {seed} on {dataset}")
+    checkpoint as `--labeler mt` or `--method trades`): evaluate, pseudo-label and validate.
+    `method_flag` (--method, --labeler): the step's command line names the run with it and
+    --dataset, --seed, each taken from the checkpoint when left out; the line says so."""
+    held = (meta.get("dataset"), meta.get("method"), meta.get("seed"))
+    asked = (dataset, method, seed)
+    if held == asked:
+        return
+    todo = f"pass the best.pt of {method} seed {seed} on {dataset}"
+    if method_flag:
+        flags = [flag for flag, a, b in zip(("--dataset", method_flag, "--seed"), held, asked)
+                 if a != b]
+        todo = (f"drop {'/'.join(flags)} (the checkpoint records "
+                f"{'it' if len(flags) == 1 else 'them'}), or {todo}")
+    raise ValueError(f"{path} holds {held[1]} seed {held[2]} on {held[0]}, not {method} seed "
+                     f"{seed} on {dataset}; {todo}")
 
 
 def check_trained_by(path: str | Path, meta: dict[str, Any], expected: str) -> None:

@@ -34,18 +34,22 @@ def device_default() -> str:
     return FromEnvironment(value) if value else "auto"
 
 
-def _source(name: object) -> tuple[str, str]:
-    """(how a refusal names the value, how it says to give cpu instead)."""
+def _source(name: object, flag: str) -> tuple[str, str]:
+    """(how a refusal names the value, how it says to give cpu instead), for the command line's
+    `--device` or the API's `device=` (`flag`)."""
     if isinstance(name, FromEnvironment):
         return f"{DEVICE_ENV}={name}", f"set {DEVICE_ENV}=cpu (or unset it)"
+    if flag == "device=":
+        return f"device={str(name)!r}", "pass device='cpu'"
     return f"--device {name}", "use --device cpu"
 
 
-def pick_device(name: str | torch.device | None = "auto", threads: int | None = None
-                ) -> torch.device:
+def pick_device(name: str | torch.device | None = "auto", threads: int | None = None, *,
+                flag: str = "--device") -> torch.device:
     """`name` (cpu, cuda, cuda:N; auto or None: CUDA where there is one) as a torch device, with
     `threads` CPU threads for torch if given. A device this machine lacks, or a name that is none
-    of these, is refused in one line naming where it came from (--device or $WSCAT_DEVICE)."""
+    of these, is refused in one line naming where it came from (`flag`: --device, or the API's
+    device=; or $WSCAT_DEVICE)."""
     import torch
 
     if threads is not None and threads < 1:  # the CLI refuses it first; a caller of its own
@@ -54,7 +58,7 @@ def pick_device(name: str | torch.device | None = "auto", threads: int | None = 
         torch.set_num_threads(threads)
     if name is None or name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    given, use_cpu = _source(name)
+    given, use_cpu = _source(name, flag)
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError, ValueError):

@@ -77,13 +77,11 @@ def os_error_line(error: OSError, path: object | None = None) -> str:
     if isinstance(error, OutputError):
         return error.strerror or first_line(error)
     if error.errno in (errno.EACCES, errno.EPERM):
-        return f"permission denied on {where}; make it writable (or readable) for this user, " \
-               "or choose another location"
+        return f"permission denied on {where}; {_permission_fix(str(where))}"
     if error.errno == errno.EROFS:
         return f"{where} is on a read-only file system; choose a writable output location"
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"no space left on the device of {where}; free some space and rerun " \
-               "(training resumes from its last checkpoint)"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):  # (which step, so whether it resumes: unknown)
+        return f"no space left on the device of {where}; free some space and rerun"
     if error.errno == errno.EISDIR:
         return f"{where} is a folder, not a file; pass a file path"
     if error.errno == errno.ENOTDIR:
@@ -92,6 +90,17 @@ def os_error_line(error: OSError, path: object | None = None) -> str:
         return first_line(error)
     reason = error.strerror or first_line(error)
     return f"{reason}: {where}"
+
+
+def _permission_fix(where: str) -> str:
+    """What to do about a permission refused on `where`: a file this user cannot read is an
+    input (wscat writes its outputs through a new file in their folder), to make readable; a
+    file or folder it cannot write, to make writable or replace."""
+    if os.path.isfile(where) and not os.access(where, os.R_OK):
+        return "make it readable for this user"
+    if os.path.isdir(where) and os.access(where, os.W_OK) and not os.access(where, os.R_OK):
+        return "make it readable for this user"
+    return "make it writable for this user, or choose another location"
 
 
 def describe(error: BaseException) -> str | None:

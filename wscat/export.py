@@ -33,6 +33,7 @@ from wscat.inference import epochs_completed, which_of
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
 from wscat.metrics import is_percent
 from wscat.models import LogitsOnly
+from wscat.paths import METRICS, RUN_NAMES
 from wscat.report.names import display_name
 
 FORMAT = "wscat-robustbench-entry-v1"
@@ -80,7 +81,8 @@ def _read_metrics(metrics: Path, meta: dict[str, Any]) -> dict[str, Any]:
     measured = tuple(result.get(key) for key in ("dataset", "model", "method", "seed"))
     if measured != run:
         raise ValueError(f"{metrics} is the evaluation of {'/'.join(map(str, measured))}, not of "
-                         f"the checkpoint's run {'/'.join(map(str, run))}")
+                         f"the checkpoint's run {'/'.join(map(str, run))}; pass that run's "
+                         f"metrics (--metrics {METRICS.format(**dict(zip(RUN_NAMES, run)))})")
     return result
 
 

@@ -116,6 +116,41 @@ def as_pair(model: nn.Module, probe: torch.Tensor) -> tuple[nn.Module, int]:
     return (model if ours else FeaturesLogits(model)), logits.shape[1]
 
 
+def check_logits_model(model: nn.Module, probe: torch.Tensor,
+                       device: torch.device | None = None) -> None:
+    """Refuse (ValueError, one line) a model whose predictions argmax cannot read, from its
+    output on `probe` (one image): a wscat network gives (features, logits) and an exported one
+    logits; another model must give N x K logits. Another model's tuple is refused, its order
+    unknown (a (logits, aux) pair read as (features, logits) predicted from aux, silently). A
+    model in train mode is not run (its batch norm would learn from the probe): predict refuses
+    it."""
+    if isinstance(model, (LogitsOnly, *MODELS.values())) or any(
+            module.training for module in model.modules()):
+        return
+    place = device if device is not None else model_device(model)
+    try:
+        with torch.no_grad():
+            output = model(to_unit(probe).to(place))
+    except (RuntimeError, ValueError, TypeError, IndexError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"model= fails on one of the images ({first}); pass images of the "
+                         "size and layout it takes") from None
+    if isinstance(output, tuple):
+        raise ValueError(f"model= returns a tuple of {len(output)}, whose logits wscat cannot "
+                         "tell; pass a module that returns the logits alone (N x K)")
+    if not (isinstance(output, torch.Tensor) and output.ndim == 2 and len(output) == 1
+            and output.shape[1] >= 2 and output.is_floating_point()):
+        raise ValueError("model= must map N images to N x K logits (K classes, at least 2), or "
+                         f"be a wscat network; its output on one image is {_form(output)}")
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where the model's parameters (else buffers) are; the CPU for a model with neither."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
 def _form(output: Any) -> str:
     if isinstance(output, torch.Tensor):
         return f"a {output.dtype} tensor of shape {tuple(output.shape)}"

@@ -120,8 +120,9 @@ def predict(model: torch.nn.Module, images: torch.Tensor, device: torch.device |
                  message="the model is in train mode: its batch norm would predict from each "
                          "batch's statistics and change its own; call model.eval() first "
                          "(api.load_model returns it in eval mode)")
-    if device is None:
-        device = next(model.parameters()).device
+    if device is None:  # the model's parameters' (else buffers'), the CPU for neither
+        device = next((t.device for t in (*model.parameters(), *model.buffers())),
+                      torch.device("cpu"))
     labels, bad = [], torch.zeros((), dtype=torch.long, device=device)
     for i in range(0, len(images), 512):
         logits = logits_of(model(to_unit(images[i:i + 512].to(device))))

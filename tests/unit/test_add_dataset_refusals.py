@@ -250,6 +250,19 @@ def test_three_classes_numbered_apart_are_called_three(tmp_path: Path,
 
 
 @pytest.mark.parametrize("command", [add, split_setup], ids=["add-dataset", "split"])
+def test_a_file_that_is_no_npz_says_what_to_pass(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  command) -> None:
+    """Bytes that are no zip archive: before, what was wrong alone."""
+    work, npz = work_with(tmp_path, **arrays())
+    npz.write_bytes(bytes(range(256)) * 8)
+    line = one_line_error(command(work, npz), "is not a usable npz dataset (it is not an .npz "
+                          "file (not a zip archive of arrays))", work, capsys)
+    assert line.endswith("; pass your .npz of x_train, y_train (and x_test, y_test), as np.savez "
+                         "writes it"), line
+
+
+@pytest.mark.parametrize("command", [add, split_setup], ids=["add-dataset", "split"])
 def test_a_truncated_npz_is_called_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              command) -> None:
     """An interrupted copy: before, only `BadZipFile: File is not a zip file`, of a file that

@@ -584,6 +584,6 @@ def test_predict_runs_on_the_model_s_device_unless_one_is_given(
 def test_evaluate_checkpoint_hands_the_device_it_picked_to_the_evaluation(
         checkpoint: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """`device`: "auto" unless given; the evaluation runs on the one picked from it."""
-    monkeypatch.setattr(api, "pick_device", lambda device: ("picked", device))
+    monkeypatch.setattr(api, "pick_device", lambda device, **_: ("picked", device))
     api.evaluate_checkpoint(checkpoint["path"], params=tiny_params(1))
     assert checkpoint["evaluate"][0][1]["device"] == ("picked", "auto")

@@ -8,6 +8,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -285,6 +286,51 @@ def test_predict_refuses_a_model_in_train_mode_and_leaves_it_as_it_was(model_and
     refused(lambda: api.predict(net, images), "train mode", "model.eval()")
     assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())
     assert torch.equal(api.predict(net.eval(), images), expected)
+
+
+class _Foreign(torch.nn.Module):
+    """Another library's model on 8 x 8 digits: `form` picks what its forward returns."""
+
+    def __init__(self, form: str) -> None:
+        super().__init__()
+        self.form, self.fc = form, torch.nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        logits = self.fc(x.flatten(1))
+        return {"pair": (logits, torch.zeros_like(logits)), "flat": logits.flatten(),
+                "dict": {"logits": logits}, "plain": logits}[self.form]
+
+
+class _Argmax(torch.nn.Module):
+    """A model with no parameters or buffers: the largest of the first ten pixels."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1)[:, :10]
+
+
+@pytest.mark.parametrize("form, words", [
+    # (logits, aux): taken as (features, logits), so predict returned aux's argmax (all 0)
+    ("pair", ["returns a tuple of 2", "logits alone"]),
+    ("flat", ["N x K logits", "torch.float32 tensor of shape (10,)"]),
+    ("dict", ["N x K logits", "a dict"]),
+])
+def test_predict_refuses_another_model_whose_logits_it_would_misread(model_and_images, form,
+                                                                    words):
+    _, images = model_and_images
+    refused(lambda: api.predict(_Foreign(form).eval(), images), *words)
+
+
+def test_predict_reads_another_model_s_logits_and_one_without_parameters(model_and_images):
+    """A plain logits model is predicted as its argmax; one without parameters (next() of its
+    parameters was a StopIteration) on the CPU; one that fails on the images is one line."""
+    _, images = model_and_images
+    foreign = _Foreign("plain").eval()
+    expected = foreign(images.float() / 255 if images.dtype == torch.uint8 else images).argmax(1)
+    assert torch.equal(api.predict(foreign, images), expected)
+    unit = images.float() / 255 if images.dtype == torch.uint8 else images
+    assert torch.equal(api.predict(_Argmax().eval(), images), unit.flatten(1)[:, :10].argmax(1))
+    refused(lambda: api.predict(torch.nn.Linear(3, 2).eval(), images),
+            "model= fails on one of the images", "size and layout it takes")
 
 
 # --- 6: an exported entry that is not there -------------------------------------------------------

@@ -459,13 +459,37 @@ def test_a_positive_eps_needs_positive_step_sizes() -> None:
     (lambda p: p["methods"]["dmat"].update(generated_labeler="rst"), "generated_labeler"),
     (lambda p: p["experiments"]["digits"].update(reference="puat"), "is not one of its methods"),
     (lambda p: p["evaluation"]["per_dataset"].update(mnist={"batch_size": 8}),
-     "evaluation.per_dataset: unknown dataset 'mnist'"),
+     "^params.yaml: evaluation.per_dataset: unknown dataset 'mnist'; known datasets: cifar10, "),
     (lambda p: p["methods"]["wscat"]["per_dataset"].update(mnist={"lam": 1.0}),
-     "per_dataset: unknown dataset 'mnist'"),
+     "per_dataset: unknown dataset 'mnist'; known datasets: cifar10, "),
+    (lambda p: p["methods"]["rst"].update(labeler="mtt"),
+     "^params.yaml: methods.rst.labeler: unknown method 'mtt'; known methods: dmat, mt, "),
+    (lambda p: p["experiments"]["digits"]["methods"].append("madry"),
+     "^params.yaml: experiments.digits.methods: unknown method 'madry'; known methods: dmat, "),
+    (lambda p: p["training"]["digits"].update(per_method={"madry": {"epochs": 1}}),
+     "^params.yaml: training.digits.per_method: unknown method 'madry'; known methods: dmat, "),
 ])
 def test_cross_references_the_schema_cannot_express_are_refused(
         edit: Callable[[Params], None], match: str) -> None:
     _refused(edit, match)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda t: t["datasets"][0].update(dataset="digitz"),
+     "^params.yaml: paper.digits.datasets: unknown dataset 'digitz'; known datasets: cifar10, "),
+    (lambda t: t["similarity"].update(methods=["mtt"]),
+     "^params.yaml: paper.digits.similarity.methods: unknown method 'mtt'; known methods: dmat, "),
+    (lambda t: t["beta"].update(method="mtt"),
+     "^params.yaml: paper.digits.beta.method: unknown method 'mtt'; known methods: dmat, "),
+    (lambda t: t["supervised"]["runs"][0].update(models=["cnnn"]),
+     "^params.yaml: paper.digits.supervised.runs: unknown model 'cnnn'; known models: cnn, "),
+])
+def test_a_paper_tier_naming_what_does_not_exist_is_refused_with_the_names_there_are(
+        edit: Callable[[dict], None], match: str) -> None:
+    params = params_yaml()
+    edit(params["paper"]["digits"])
+    with pytest.raises(ConfigError, match=match):
+        validate_params(params)
 
 
 def test_compile_mode_needs_compile_where_it_is_written() -> None:

@@ -71,6 +71,14 @@ def test_curves_refuses_a_log_it_cannot_plot(work: Path, capsys: pytest.CaptureF
     _refused(_curves("t.csv"), work, capsys, *needles)
 
 
+def test_curves_says_a_missing_log_is_not_found_and_which_to_pass(
+        work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "No such file or directory: nolog.csv", without what to pass."""
+    line = _refused(_curves("nolog.csv"), work, capsys)
+    assert line.endswith("error: train log not found: nolog.csv; pass a run's train_log.csv "
+                         "(`wscat train` writes it in its --out-dir)"), line
+
+
 def test_curves_checks_every_output_before_writing_any(work: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     (work / "o" / "c.png").mkdir(parents=True)

@@ -723,7 +723,9 @@ def _edit(folder: Path, change) -> None:
 
 @pytest.mark.parametrize("change, words", [
     (lambda d: d.__setitem__("seed", 2), "m.json is the evaluation of digits/cnn/standard/2, not "
-                                         "of the checkpoint's run digits/cnn/standard/1"),
+                                         "of the checkpoint's run digits/cnn/standard/1; pass "
+                                         "that run's metrics (--metrics "
+                                         "results/metrics/digits/cnn/standard/seed1.json)"),
     (lambda d: d["accuracy"].pop("Natural"), "m.json has no 'Natural' accuracy"),
     (lambda d: d.__setitem__("accuracy", [87.2, 50.0]), "m.json holds no accuracies"),
     (lambda d: d["manifest"].pop("training"), "m.json does not record which weights it measured"),

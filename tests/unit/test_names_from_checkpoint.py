@@ -25,13 +25,21 @@ def _main(*argv: object) -> int:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """params.yaml, the seed-1 split s1.npz and Standard trained on it (run/best.pt)."""
+    """params.yaml, the seed-1 split s1.npz and Standard trained on it (run/best.pt); its
+    weights alone (bare.pt, a state dict) and its tensors without metadata (nometa.pt)."""
+    import torch
+
+    from wscat.checkpoint import FORMAT
+
     folder = tmp_path_factory.mktemp("names")
     params = write_params(folder / "params.yaml", tiny_params(epochs=1))
     assert _main("split", "--params", params, "--dataset", "digits", "--seed", 1,
                  "--out", folder / "s1.npz") == 0
     assert _main("train", "--params", params, *NAMES, "--split", folder / "s1.npz",
                  "--out-dir", folder / "run", "--device", "cpu") == 0
+    state = torch.load(folder / "run" / "best.pt", weights_only=True)
+    torch.save(state["ema"], folder / "bare.pt")
+    torch.save({"format": FORMAT, "ema": state["ema"]}, folder / "nometa.pt")
     return folder
 
 
@@ -95,9 +103,46 @@ def test_a_given_name_of_another_run_is_still_refused(work: Path,
     assert len(err.splitlines()) == 1 and not out.exists()
 
 
+def test_evaluate_says_a_name_of_another_run_can_be_left_out(
+        work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """evaluate takes a name left out from the checkpoint: the line says to drop the one that
+    differs, or to pass the checkpoint of the run it names."""
+    out = work / "other-evaluate.json"
+    capsys.readouterr()
+    assert _main(*_step(work, "evaluate", out, "--method", "trades",
+                        extra=("--part", "core"))) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("run/best.pt holds standard seed 1 on digits, not trades seed 1 on "
+                        "digits; drop --method (the checkpoint records it), or pass the best.pt "
+                        "of trades seed 1 on digits"), err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
+def test_check_run_names_the_options_that_differ() -> None:
+    """With the step's option for the method, every name that differs (and only those);
+    without it (a caller with no such options), the checkpoint to pass alone."""
+    from wscat.checkpoint import check_run
+
+    meta = {"dataset": "digits", "method": "standard", "seed": 1}
+    check_run("b.pt", meta, dataset="digits", method="standard", seed=1, method_flag="--method")
+    with pytest.raises(ValueError) as error:
+        check_run("b.pt", meta, dataset="digits", method="mt", seed=2, method_flag="--labeler")
+    assert str(error.value) == ("b.pt holds standard seed 1 on digits, not mt seed 2 on digits; "
+                                "drop --labeler/--seed (the checkpoint records them), or pass "
+                                "the best.pt of mt seed 2 on digits")
+    with pytest.raises(ValueError) as error:
+        check_run("b.pt", meta, dataset="digits", method="standard", seed=2)
+    assert str(error.value) == ("b.pt holds standard seed 1 on digits, not standard seed 2 on "
+                                "digits; pass the best.pt of standard seed 2 on digits")
+
+
 @pytest.mark.parametrize("checkpoint, phrase", [
     ("nowhere.pt", "checkpoint not found"),
     ("run", "is a folder, not a file"),
+    ("bare.pt", "bare.pt is a PyTorch file but not a wscat-checkpoint-v1 file (a bare state dict, "
+     "e.g. `wscat export`'s, or another program's); pass a run's best.pt "
+     "(results/models/DATASET/MODEL/METHOD/seedN/best.pt)"),
+    ("nometa.pt", "nometa.pt has no metadata; delete it and retrain"),
     ("s1.npz", "not a checkpoint"),
 ])
 def test_a_checkpoint_that_cannot_name_its_run_is_one_line(

@@ -294,6 +294,22 @@ def test_a_refusal_names_where_the_device_came_from(no_cuda: None) -> None:
         pick_device(FromEnvironment("cuda"))
     assert str(inherited.value) == ("WSCAT_DEVICE=cuda: no CUDA device here; set WSCAT_DEVICE=cpu "
                                     "(or unset it)")
+    with pytest.raises(ValueError) as argument:  # the API's: it has no --device flag
+        pick_device("cuda", flag="device=")
+    assert str(argument.value) == "device='cuda': no CUDA device here; pass device='cpu'"
+
+
+def test_the_api_names_its_device_argument_not_the_flag(no_cuda: None) -> None:
+    """api.load_model(..., device="gpu") said "--device gpu", a flag the API does not have."""
+    from wscat import api
+    from wscat.models import build_model
+
+    model = build_model("cnn", in_channels=1, num_classes=10, mean=(0.3,), std=(0.38,),
+                        width=4).eval()
+    with pytest.raises(ValueError) as caught:
+        api.predict(model, torch.rand(2, 1, 8, 8), device="gpu")
+    assert str(caught.value) == ("device='gpu': not a device wscat runs on; give cpu, cuda, "
+                                 "cuda:N or auto")
 
 
 def test_the_default_device_is_the_environments_marked_as_such_else_auto(
@@ -541,6 +557,31 @@ def test_each_os_error_is_one_line_saying_where(code: int, said: str) -> None:
     line = os_error_line(OSError(code, os.strerror(code), "/out/x"))
     assert line.startswith(said) and "\n" not in line, line
     assert os_error_line(OSError(code, os.strerror(code), "/elsewhere"), "/out/x") == line
+
+
+def test_a_full_disk_promises_no_resume_a_step_may_not_have(tmp_path: Path) -> None:
+    """os_error_line does not know the step: `wscat split` resumes nothing, so the line says
+    only to free space and rerun."""
+    assert os_error_line(OSError(errno.ENOSPC, "No space left on device", "/out/x")) == (
+        "no space left on the device of /out/x; free some space and rerun")
+
+
+def test_a_permission_refused_on_an_input_says_readable_on_an_output_writable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file this user cannot read is an input: make it readable; a file or folder it cannot
+    write (os.access stood in for: the tests may run as root, who may do anything)."""
+    given = tmp_path / "params.yaml"
+    given.write_text("a: 1\n")
+
+    def refused(error_path: Path) -> str:
+        return os_error_line(PermissionError(errno.EACCES, "Permission denied", str(error_path)))
+
+    monkeypatch.setattr(errors.os, "access", lambda path, mode: not mode & os.R_OK)
+    assert refused(given) == f"permission denied on {given}; make it readable for this user"
+    monkeypatch.setattr(errors.os, "access", lambda path, mode: not mode & os.W_OK)
+    for where in (given, tmp_path):
+        assert refused(where) == (f"permission denied on {where}; make it writable for this "
+                                  "user, or choose another location")
 
 
 def test_an_output_error_and_a_bare_file_not_found_are_their_own_words() -> None:

@@ -311,6 +311,23 @@ def test_paper_compare_refuses_non_finite_or_out_of_range_numbers(tmp_path: Path
     one_line_error(compare(), ("tc.csv", "line 3", column, "paper-table"), tmp_path, capsys)
 
 
+@pytest.mark.parametrize("content, says", [
+    (None, "none.csv: not found; pass the .csv `wscat paper-table` wrote"),
+    (b"\xff\xfe\x00table", "none.csv is not a CSV text file; pass the .csv `wscat paper-table` "
+                          "wrote"),
+    (b"table,mean\n\x00\n", "none.csv is not a CSV text file"),
+], ids=["missing", "not-utf-8", "nul-bytes"])
+def test_paper_compare_refuses_a_table_csv_that_is_no_csv_text(tmp_path: Path, monkeypatch,
+                                                               capsys, content, says) -> None:
+    """Before: "No such file or directory: none.csv" and "'utf-8' codec can't decode byte 0xff
+    ...", neither saying which file to pass (the second not even which file)."""
+    monkeypatch.chdir(tmp_path)
+    if content is not None:
+        Path("none.csv").write_bytes(content)
+    line = one_line_error(compare("none.csv"), (says,), tmp_path, capsys)
+    assert "codec" not in line and "No such file" not in line, line
+
+
 def test_paper_compare_takes_epoch_seconds_above_100(tmp_path: Path, monkeypatch, capsys) -> None:
     """Tab-ap-time's numbers are seconds, not percentages."""
     monkeypatch.chdir(tmp_path)

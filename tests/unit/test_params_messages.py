@@ -65,6 +65,19 @@ def test_unknown_binary_file_is_called_binary(tmp_path: Path) -> None:
         load_params(tmp_path / "blob.yaml")
 
 
+def test_a_pipe_as_params_is_there_but_no_file(tmp_path: Path) -> None:
+    """A FIFO given as the params: not "not found" (it is there), and never read (it would
+    wait for a writer for ever)."""
+    import os
+
+    os.mkfifo(tmp_path / "fifo.yaml")
+    with pytest.raises(ConfigError, match=r"fifo.yaml is not a regular file \(a pipe or a "
+                                          r"device\); pass the file itself$"):
+        load_params(tmp_path / "fifo.yaml")
+    with pytest.raises(ConfigError, match=r"^params file not found: \S*none.yaml"):
+        load_params(tmp_path / "none.yaml")
+
+
 @pytest.mark.parametrize("inside", [True, False])
 def test_schema_error_names_the_file_read_and_an_existing_schema(
         tmp_path: Path, capsys, monkeypatch, inside: bool) -> None:

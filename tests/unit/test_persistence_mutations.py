@@ -466,8 +466,12 @@ def test_the_metadata_read_never_runs_code_and_needs_metadata(tmp_path: Path) ->
         checkpoint.checkpoint_meta(tmp_path / "evil.pt")
     assert not marker.exists()
     torch.save({"format": checkpoint.FORMAT, "ema": {}}, tmp_path / "bare.pt")
-    with pytest.raises(CheckpointError, match="with metadata"):
+    with pytest.raises(CheckpointError, match="bare.pt has no metadata; delete it and retrain$"):
         checkpoint.checkpoint_meta(tmp_path / "bare.pt")
+    torch.save({"w": torch.zeros(2)}, tmp_path / "state.pt")  # a bare state dict
+    with pytest.raises(CheckpointError, match=r"state.pt is a PyTorch file but not a "
+                       r"wscat-checkpoint-v1 file \(a bare state dict.*; pass a run's best.pt"):
+        checkpoint.checkpoint_meta(tmp_path / "state.pt")
 
 
 def test_a_cut_short_archive_is_truncated_and_an_empty_file_empty(tmp_path: Path) -> None:

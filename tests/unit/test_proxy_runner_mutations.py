@@ -70,6 +70,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -527,8 +528,8 @@ def call_main(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *argv: str,
 
     seeds = tmp_path / "no-seeds"
     seeds.mkdir(exist_ok=True)
-    npz = tmp_path / "p.npz"
-    npz.write_bytes(b"")
+    npz = tmp_path / "p.npz"  # the arrays --npz must hold; no step reads them here
+    np.savez(npz, x_train=np.zeros((1, 2, 2, 3), np.uint8), y_train=np.zeros(1, np.int64))
     defaults = ["--npz", str(npz), "--seed", "2", "--jobs", "2", "--mps", "on" if mps else "off",
                 "--results", str(tmp_path / "results"), "--out", str(tmp_path / "out")]
     if "--seeds-dir" not in argv:

@@ -382,6 +382,26 @@ def test_read_json_refuses_in_one_line(tmp_path: Path, text: str, says: str) -> 
     path.write_text(text)
     with pytest.raises(ValueError, match=says):
         proxy_table.read_json(path, "run record", ("seed",))
+    with pytest.raises(ValueError, match=says + r".*; unpack the run's OUT/seed2\.tar\.gz again$"):
+        proxy_table.read_json(path, "run record", ("seed",), 2)  # the seed known: its tarball
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"experiments: [1\nb: 2\n", "params.yaml is not valid YAML: line 2"),
+    (b"\x00\x01\x02binary", "params.yaml is not a YAML text file (binary, or not UTF-8)"),
+    (b"a: 1\na: 2\n", "params.yaml: duplicate key a: given on line 1 (1) and on line 2 (2)"),
+], ids=["garbled", "binary", "a-key-twice"])
+def test_a_seed_s_params_that_is_no_yaml_says_to_unpack_its_tarball(
+        tmp_path: Path, content: bytes, says: str) -> None:
+    """Not "pass the params .yaml file" (there is no option to pass it), nor a what-is-wrong
+    alone: the seed's own tarball to unpack again."""
+    make_seed(tmp_path, 2)
+    (tmp_path / "seed2" / "params.yaml").write_bytes(content)
+    with pytest.raises(ValueError) as error:
+        proxy_table.read_seeds(proxy_table.seed_dirs(tmp_path))
+    line = str(error.value)
+    assert says in line and line.endswith("; unpack the run's OUT/seed2.tar.gz again"), line
+    assert "pass the params" not in line and "keep one" not in line, line
 
 
 def _two_seeds(tmp_path: Path, change) -> dict[int, Path]:
@@ -568,7 +588,8 @@ def test_runs_line_refuses_a_wall_that_is_not_seconds(tmp_path: Path, wall) -> N
 
 
 def test_runs_line_refuses_steps_without_status_or_kept(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="lack a status or kept field"):
+    with pytest.raises(ValueError, match="lack a status or kept field; unpack the run's "
+                                         r"OUT/seed4\.tar\.gz again$"):
         _line(tmp_path, {"steps": [{"status": "done"}]})
     (tmp_path / "run.json").unlink()
     assert _line(tmp_path, None) == "- seed 4: no run.json (how the run went is not recorded)"

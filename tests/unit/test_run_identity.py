@@ -68,22 +68,25 @@ def _validate(work: Path, method: str, checkpoint: str, params: str = "params.ya
             work / checkpoint, "--out", (out or work) / "v.json", "--device", "cpu"]
 
 
-@pytest.mark.parametrize("step, who, checkpoint, holds", [
+@pytest.mark.parametrize("step, who, checkpoint, holds, drop", [
     ("pseudo-label", "standard", "run_s2/best.pt",
-     "holds standard seed 2 on digits, not standard seed 1"),
+     "holds standard seed 2 on digits, not standard seed 1", "--seed"),
     ("pseudo-label", "mt", "run_s1/best.pt",
-     "holds standard seed 1 on digits, not mt seed 1 on digits"),
+     "holds standard seed 1 on digits, not mt seed 1 on digits", "--labeler"),
     ("validate", "trades", "run_s1/best.pt",
-     "holds standard seed 1 on digits, not trades seed 1 on digits"),
+     "holds standard seed 1 on digits, not trades seed 1 on digits", "--method"),
     ("validate", "standard", "run_s2/best.pt",
-     "holds standard seed 2 on digits, not standard seed 1"),
+     "holds standard seed 2 on digits, not standard seed 1", "--seed"),
 ])
 def test_a_checkpoint_of_another_seed_or_method_is_refused(work, capsys, step, who, checkpoint,
-                                                          holds):
-    """pseudo-label's labeler (`who`: --labeler) and validate's method (--method)."""
+                                                          holds, drop):
+    """pseudo-label's labeler (`who`: --labeler) and validate's method (--method); the line
+    names the option that differs, which the checkpoint's own record would fill."""
     line = refused(capsys, *(_pseudo if step == "pseudo-label" else _validate)(work, who,
                                                                                checkpoint))
     assert f"{work / checkpoint} {holds}" in line, line
+    assert line.endswith(f"; drop {drop} (the checkpoint records it), or pass the best.pt of "
+                         f"{who} seed 1 on digits"), line
     assert not any((work / name).exists() for name in ("p.npz", "p.json", "v.json"))
 
 
@@ -172,6 +175,42 @@ def test_a_split_records_its_params_and_one_without_the_record_still_loads(tmp_p
     fewer["datasets"]["digits"]["val_max"] = 7
     with pytest.raises(ValueError, match="val_max: 2000 there, 7 in the params"):
         load_split_of(tmp_path / "a.npz", "digits", 1, made_with=split_params(fewer, "digits"))
+
+
+@pytest.mark.parametrize("given, says", [
+    ("mine/s2.npz", "mine/s2.npz is the split of digits seed 1, not of digits seed 2; pass "
+     "results/splits/digits/seed2.npz (`wscat split --dataset digits --seed 2 --out "
+     "results/splits/digits/seed2.npz`)"),
+    ("results/splits/digits/seed2.npz", "results/splits/digits/seed2.npz is the split of digits "
+     "seed 1, not of digits seed 2; move it to results/splits/digits/seed1.npz, then make this "
+     "one: `wscat split --dataset digits --seed 2 --out results/splits/digits/seed2.npz`"),
+])
+def test_a_split_of_another_seed_says_which_to_pass(tmp_path, monkeypatch, given, says):
+    """Seed 1's split read as seed 2's: the workflow's split of seed 2 and the command that
+    makes it; where the file lies in that place, to move it to its own."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / given).parent.mkdir(parents=True)
+    _toy_split(tmp_path / given)
+    with pytest.raises(ValueError) as error:
+        load_split_of(given, "digits", 2)
+    assert str(error.value) == says
+
+
+def test_an_npz_that_is_no_split_is_not_called_damaged(tmp_path):
+    """An .npz of other arrays is someone's file: pass the seed's split, not "delete it"; a
+    split cut short is damaged: delete it and rerun."""
+    from wscat.data.split import load_split
+
+    np.savez(tmp_path / "other.npz", a=np.arange(3))
+    with pytest.raises(ValueError) as error:
+        load_split(tmp_path / "other.npz")
+    assert str(error.value) == (f"{tmp_path / 'other.npz'} is not a wscat split (no `dataset` "
+                                "array); pass the seed's split "
+                                "(results/splits/DATASET/seedSEED.npz, `wscat split` makes it)")
+    whole = _toy_split(tmp_path / "s.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match="delete it and rerun `wscat split`$"):
+        load_split(tmp_path / "cut.npz")
 
 
 def test_an_argument_the_step_would_not_read_is_refused(work, capsys, tmp_path):

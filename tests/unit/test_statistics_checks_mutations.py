@@ -477,7 +477,10 @@ def test_a_home_made_archive_or_an_npz_is_not_known() -> None:
     ({"unlabelled_fraction": 0.5}, None),
     ({"val_max": 5}, "0 validation images per class"),
     ({"val_fraction": 0.0}, "0 validation images per class"),
-    ({"labelled": 105}, "labelled = 105 is not a multiple of the 10 classes")])
+    ({"labelled": 105}, "datasets.digits.labelled = 105 is not a multiple of the 10 classes (the "
+     "labelled set is class-balanced); set it to 100 or 110 in the params file"),
+    ({"labelled": 5}, "datasets.digits.labelled = 5 is not a multiple of the 10 classes (the "
+     "labelled set is class-balanced); set it to 10 in the params file")])
 def test_digits_split_settings(change: dict, problem: str | None) -> None:
     cfg = {"source": "digits", "test_fraction": 0.2, "labelled": 100, "val_fraction": 0.2,
            "val_max": 2000, **change}
@@ -492,7 +495,8 @@ def test_every_dataset_is_checked() -> None:
     good = {"source": "digits", "test_fraction": 0.2, "labelled": 100, "val_fraction": 0.2,
             "val_max": 2000}
     check_splits({"datasets": {"digits": good}})
-    with pytest.raises(ConfigError, match="dataset 'later': labelled = 5 is not a multiple"):
+    with pytest.raises(ConfigError, match="dataset 'later': datasets.later.labelled = 5 is not a "
+                       "multiple"):
         check_splits({"datasets": {"digits": good, "later": {**good, "labelled": 5}}})
 
 

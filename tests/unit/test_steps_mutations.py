@@ -235,6 +235,7 @@ def _figures(monkeypatch: pytest.MonkeyPatch, called: list[str]) -> types.Module
     fake._load = lambda path, run: {}  # check_validation reads no file here
     fake.curves = lambda log, out, title: called.append(title)
     fake.curves_files = lambda out: {ext: Path(f"{out}.{ext}") for ext in ("pdf", "png")}
+    fake.LOG_HINT = "pass a run's train_log.csv"  # run_curves' line for a missing log
     monkeypatch.setitem(sys.modules, "wscat.report.figures", fake)
     monkeypatch.setattr(wscat.report, "figures", fake, raising=False)
     return fake
@@ -501,7 +502,13 @@ RUN = ("digits", "cnn", "standard", 1)
      "no white-box attack beside square"),
     (lambda d: d.update(autoattack_warnings={"AA": [3]}), "autoattack_warnings is"),
     (lambda d: d["manifest"]["attacks"]["AA"].pop("clean_accuracy"),
-     "not a core metrics file of `wscat evaluate`"),
+     "c.json: not a core metrics file of `wscat evaluate` (no "
+     "`manifest.attacks.AA.clean_accuracy`); rerun `wscat evaluate --part core`"),
+    (lambda d: d.update(manifest=[1]), "(manifest is a list, not an object); rerun `wscat "
+                                       "evaluate --part core`"),
+    (lambda d: d.pop("seed"), "(no `seed`); rerun `wscat evaluate --part core`"),
+    (lambda d: d["manifest"]["attacks"].update(AA="x"), "(manifest.attacks.AA is text, not an "
+                                                        "object)"),
 ])
 def test_the_core_file_the_extras_read_is_checked(tmp_path: Path, change: Any,
                                                   needle: str) -> None:

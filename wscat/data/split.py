@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wscat import paths
 from wscat.errors import NPZ_ERRORS, npz_problem, require_file
 from wscat.io import atomic_path
 
@@ -99,8 +100,9 @@ def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
         raise ValueError(f"labelled = {labelled} but only {len(pool)} training samples exist; lower "
                          f"datasets.{dataset}.labelled in the params file")
     if labelled % num_classes:
-        raise ValueError(f"labelled = {labelled} is not a multiple of the {num_classes} classes; "
-                         "the labelled set is class-balanced")
+        raise ValueError(f"datasets.{dataset}.labelled = {labelled} is not a multiple of the "
+                         f"{num_classes} classes (the labelled set is class-balanced); set it to "
+                         f"{_multiples(labelled, num_classes, len(pool))} in the params file")
     rng = np.random.default_rng(seed)
     labelled_idx = _per_class(labels, pool, labelled // num_classes, rng, num_classes, dataset)
     n_val = validation_per_class(labelled, val_fraction, val_max, num_classes)
@@ -115,6 +117,14 @@ def make_split(dataset: str, labels: np.ndarray, *, num_classes: int, seed: int,
     return Split(dataset=dataset, seed=seed,
                  labelled=np.setdiff1d(labelled_idx, validation, assume_unique=True),
                  unlabelled=unlabelled, validation=validation, test=test)
+
+
+def _multiples(labelled: int, num_classes: int, most: int) -> str:
+    """The multiples of `num_classes` nearest `labelled` (one each side, at least one image a
+    class, at most `most`), as "100 or 110"."""
+    below = labelled // num_classes * num_classes
+    near = [n for n in (below, below + num_classes) if num_classes <= n <= most]
+    return " or ".join(map(str, near or [num_classes]))
 
 
 def _fully_labelled(dataset: str, labels: np.ndarray, pool: np.ndarray, test: np.ndarray, *,
@@ -172,6 +182,14 @@ def load_split(path: str | Path) -> Split:
                           labelled=data["labelled"], unlabelled=data["unlabelled"],
                           validation=data["validation"], test=data["test"],
                           made_with=str(data["made_with"]) if "made_with" in data.files else None)
+    except KeyError as error:  # an .npz that opens, without a split's arrays
+        missing = _missing(path)
+        if missing != "dataset":  # ours (it names its dataset), short of an array: damaged
+            raise ValueError(f"{path} is not a wscat split file (no `{missing}` array: a "
+                             "damaged split); delete it and rerun `wscat split`") from error
+        raise ValueError(f"{path} is not a wscat split (no `{missing}` array); pass the "
+                         f"seed's split ({paths.SPLIT.format(dataset='DATASET', seed='SEED')}, "
+                         "`wscat split` makes it)") from error
     except NPZ_ERRORS as error:
         raise ValueError(f"{path} is not a wscat split file ({npz_problem(error, path)}); delete it "
                          "and rerun `wscat split`") from error
@@ -186,6 +204,12 @@ def load_split(path: str | Path) -> Split:
                              "split` (with datasets.<name>.labelled, val_fraction and val_max that "
                              "give it images)")
     return split
+
+
+def _missing(path: Path) -> str:
+    """The first array of a split that the .npz at `path` lacks."""
+    with np.load(path, allow_pickle=False) as data:
+        return next((key for key in ("dataset", "seed", *PARTS) if key not in data.files), "?")
 
 
 PARTS = ("labelled", "unlabelled", "validation", "test")
@@ -217,10 +241,22 @@ def load_split_of(path: str | Path, dataset: str, seed: int, made_with: str | No
     split = load_split(path)
     if split.dataset != dataset or split.seed != seed:
         raise ValueError(f"{path} is the split of {split.dataset} seed {split.seed}, not of "
-                         f"{dataset} seed {seed}")
+                         f"{dataset} seed {seed}; {_split_hint(path, split, dataset, seed)}")
     if made_with is not None:
         _check_made_with(path, split, made_with)
     return split
+
+
+def _split_hint(path: str | Path, split: Split, dataset: str, seed: int) -> str:
+    """Which split to pass for `dataset` and `seed`: the workflow's (wscat.paths.SPLIT), with the
+    command that makes it; where `path` is that place already, `split` is to move to its own."""
+    wanted, given = paths.SPLIT.format(dataset=dataset, seed=seed), Path(path).as_posix()
+    make = f"wscat split --dataset {dataset} --seed {seed} --out"
+    if given == wanted or given.endswith("/" + wanted):  # the place of this seed's split
+        own = given[: len(given) - len(wanted)] + paths.SPLIT.format(dataset=split.dataset,
+                                                                     seed=split.seed)
+        return f"move it to {own}, then make this one: `{make} {given}`"
+    return f"pass {wanted} (`{make} {wanted}`)"
 
 
 def _check_made_with(path: str | Path, split: Split, made_with: str) -> None:

@@ -315,7 +315,7 @@ def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path
         cos = _analysis(path, spec["methods"], "Fig-similarity")["cos"]
         # 60 bins over the data's range (a robust model's cosines sit near 1), none left out
         low = min(float(np.floor(cos.min() * 20) / 20), 0.95)
-        bins = np.linspace(low, 1.0, 61)
+        bins = np.linspace(low, max(1.0, float(cos.max())), 61)
         for method, values in zip(spec["methods"], cos):
             ax.hist(values, bins=bins, alpha=0.5, label=display_name(method), density=True)
             table.append({"dataset": entry["name"], "method": display_name(method),

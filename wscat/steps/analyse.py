@@ -51,7 +51,8 @@ def _load_run(run: paper.Run, root: str, device: torch.device
     try:
         check_run(checkpoint, meta, dataset=run.dataset, method=run.method, seed=run.seed)
     except ValueError as error:
-        raise CheckpointError(f"{error}; put the best.pt of that run there (`wscat train`, or "
+        held = str(error).split("; ")[0]  # check_run's own what-to-do is a step's, not ours
+        raise CheckpointError(f"{held}; put the best.pt of that run there (`wscat train`, or "
                               "its Snakemake rule, makes it)") from None
     return model, meta
 

@@ -19,6 +19,7 @@ from wscat.checkpoint import check_run, check_trained_by
 from wscat.config import RunConfig, short_attacks
 from wscat.data import load_dataset, raw_files
 from wscat.data.split import Split, check_split_fits, load_split_of
+from wscat.errors import first_line
 from wscat.evaluation import (SuiteResult, attack_suite, core_suite, extra_suite,
                               stratified_order, subset_name)
 from wscat.inference import check_which, load_model, outputs_of
@@ -39,15 +40,19 @@ def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
     """The core suite's numbers, read back from its metrics file (the extras' checks need them),
     each checked (`_check_core_numbers`) before any work: none is copied through unchecked."""
     try:
-        data = json.loads(Path(path).read_text())
-        found = (data["dataset"], data["model"], data["method"], data["seed"])
-        accuracy, manifest = data["accuracy"], data["manifest"]["attacks"]
-        manifest["AA"]["clean_accuracy"], manifest["AA"]["robust_accuracy_after"]
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(f"core metrics not found: {path} (run `wscat evaluate --part core`)"
                                 ) from None
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"{path}: not a core metrics file of `wscat evaluate` ({err})") from None
+    except (OSError, ValueError) as err:  # not JSON text (UnicodeDecodeError is a ValueError)
+        raise ValueError(f"{path}: not a core metrics file of `wscat evaluate` (not JSON text: "
+                         f"{first_line(err)}); {CORE_REDO}") from None
+    lacking = _core_lacks(data)
+    if lacking:
+        raise ValueError(f"{path}: not a core metrics file of `wscat evaluate` ({lacking}); "
+                         f"{CORE_REDO}")
+    found = (data["dataset"], data["model"], data["method"], data["seed"])
+    accuracy, manifest = data["accuracy"], data["manifest"]["attacks"]
     if found != run:
         raise ValueError(f"{path} holds {found[2]} seed {found[3]} on {found[0]}/{found[1]}, not "
                          f"{run[2]} seed {run[3]} on {run[0]}/{run[1]}")
@@ -55,6 +60,37 @@ def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
     _check_core_numbers(path, accuracy, manifest["AA"], warnings)
     return SuiteResult(accuracy=accuracy, attacks=manifest, checks={},
                        autoattack_warnings=warnings, per_image={})
+
+
+CORE_REDO = "rerun `wscat evaluate --part core`"
+
+
+def _json_type(value: Any) -> str:
+    """What a JSON value is, in words: an object, a list, text, a number, true/false, null."""
+    if isinstance(value, bool):
+        return "true/false"
+    return {dict: "an object", list: "a list", str: "text", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _core_lacks(data: Any) -> str | None:
+    """The first key of a core metrics file that is missing or not an object where the extras'
+    checks read into it, in words (`manifest.attacks.AA` is a list, not an object); None when
+    each is there."""
+    keys = {"": ("dataset", "model", "method", "seed", "accuracy", "manifest"),
+            "manifest": ("attacks",), "manifest.attacks": ("AA",),
+            "manifest.attacks.AA": ("clean_accuracy", "robust_accuracy_after")}
+    values = {"": data}
+    for where, needed in keys.items():
+        value = values[where]
+        if not isinstance(value, dict):
+            return f"{where or 'it'} is {_json_type(value)}, not an object"
+        for key in needed:
+            name = f"{where}.{key}".lstrip(".")
+            if key not in value:
+                return f"no `{name}`"
+            values[name] = value[key]
+    return None
 
 
 def _check_core_numbers(path: Path, accuracy: Any, aa: dict[str, Any], warnings: Any) -> None:
@@ -232,7 +268,8 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     core = _core_result(core_path, identity) if part == "extra" and not later else None
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
-    check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
+    check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed,
+              method_flag="--method")  # what `wscat evaluate` takes from it when left out
     check_which(checkpoint, meta["which"], run.evaluation["checkpoint"])  # what `which` records
     provenance = _provenance(params, run, net)
     check_trained_by(checkpoint, meta, provenance["training"]["fingerprint"])

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wscat import paths
+from wscat.errors import require_file
 from wscat.io import check_writable, guard_outputs, write_text
 from wscat.report import paper
 
@@ -137,6 +138,7 @@ def run_compare(*, label: str, table_csv: Path, paper_cells: tuple[str, str] | N
     """A table's companion: our numbers, the paper's, and the difference."""
     from wscat.report.compare import join, render
 
+    check_table_csv(table_csv)
     check_numbers(table_csv)
     rows = join(table_csv, paper_cells)
     tables = sorted({str(row["table"]) for row in rows})
@@ -146,6 +148,21 @@ def run_compare(*, label: str, table_csv: Path, paper_cells: tuple[str, str] | N
     tex_text, table = render(rows, label, paper_cells)
     write_text(csv, table)
     write_text(tex, tex_text)
+
+
+def check_table_csv(table_csv: Path) -> None:
+    """Refuse (one line) a --table-csv that is missing, no file, or not UTF-8 text."""
+    todo = "pass the .csv `wscat paper-table` wrote"
+    try:
+        require_file(table_csv, f"{table_csv}: not found; {todo}")
+    except ValueError as error:
+        raise ValueError(f"{str(error).split('; ')[0]}; {todo}") from None
+    try:
+        text = Path(table_csv).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        text = "\0"
+    if "\0" in text:
+        raise ValueError(f"{table_csv} is not a CSV text file; {todo}")
 
 
 def check_numbers(table_csv: Path) -> None:
@@ -240,6 +257,7 @@ def run_curves(*, train_log: Path, out: Path, title: str = "") -> None:
     unless `title` is given; both outputs checked before the log is read or anything written."""
     from wscat.report import figures
 
+    require_file(train_log, f"train log not found: {train_log}; {figures.LOG_HINT}")
     files = figures.curves_files(out)
     guard_outputs({"--train-log": train_log},
                   {f"--out ({path.name})": path for path in files.values()})

@@ -44,7 +44,8 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
     spec = None if model is None else RunConfig.from_params(
         params, dataset=dataset, model=model, method=labeler, seed=seed).model_spec
     net, meta = load_model(checkpoint, device, model=model, spec=spec)
-    check_run(checkpoint, meta, dataset=dataset, method=labeler, seed=seed)
+    check_run(checkpoint, meta, dataset=dataset, method=labeler, seed=seed,
+              method_flag="--labeler")
     if model is not None:  # the model known: the labeler's training must be the params' too
         check_trained_by(checkpoint, meta, training_fingerprint(params, dataset, model, labeler))
     with outputs_of(checkpoint, "unlabelled images"):  # NaN logits: no labels (argmax: 0)

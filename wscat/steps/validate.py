@@ -36,7 +36,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     check_writable(out)
     split = load_split_of(split_path, dataset, seed, made_with=split_params(params, dataset))
     net, meta = load_model(checkpoint, device, model=model, spec=run.model_spec)
-    check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed)
+    check_run(checkpoint, meta, dataset=dataset, method=method, seed=seed, method_flag="--method")
     check_which(checkpoint, meta["which"], evaluation_for(params, dataset)["checkpoint"],
                 "validate")  # the one the workflow passes (validation_fingerprint records it)
     training = training_fingerprint(params, dataset, model, method)

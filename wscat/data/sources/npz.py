@@ -14,6 +14,7 @@ from wscat.file_kinds import DATASET_SAVE, is_npy, npy_line
 
 KEYS = ("x_train", "y_train", "x_test", "y_test")
 TEST_KEYS = ("x_test", "y_test")  # optional together: without them test_fraction holds one out
+SAVED = "x_train, y_train (and x_test, y_test), as np.savez writes it"
 ORIGIN = "your own export (one .npz with uint8 x_train, x_test as N x H x W x C and integer " \
          "y_train, y_test in 0..K-1)"
 
@@ -198,8 +199,10 @@ class Npz:
                                      f"({error}), as after an interrupted copy or save; copy or "
                                      "save it again") from error
         except (OSError, EOFError, ValueError, TypeError) as error:
+            # No zip archive at all (np.load refused it): say what to give instead.
+            todo = "" if zipfile.is_zipfile(path) else f"; pass your .npz of {SAVED}"
             raise DatasetUnavailable(f"dataset '{name}': {path} is not a usable npz dataset "
-                                     f"({npz_problem(error, path)})") from error
+                                     f"({npz_problem(error, path)}){todo}") from error
         import torch
 
         images = np.ascontiguousarray(np.concatenate([x_train, x_test]))
