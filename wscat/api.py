@@ -112,7 +112,7 @@ def _params(params: ParamsLike) -> dict[str, Any]:
     if not isinstance(params, Mapping):
         raise ConfigError(f"params= takes the path of a params.yaml or its loaded dict, not "
                           f"{short(params)}; e.g. params=api.load_params('params.yaml')")
-    return validate_params(dict(params))
+    return validate_params(dict(params), "params=")  # its refusals name the argument
 
 
 
@@ -131,6 +131,10 @@ def test_set(split: str | Path, *, params: ParamsLike = "params.yaml") -> TestSe
     order."""
     split = input_file(split, "split")
     found = load_split(split)
+    params = _params(params)
+    if found.dataset not in params["datasets"]:  # "unknown dataset": the user named none
+        raise ValueError(f"{split} is a split of dataset '{found.dataset}', which params= does "
+                         "not configure; pass params= the ones the split was made with")
     source = load_dataset(found.dataset, params=params)
     check_split_fits(found, len(source.labels), split)
     indices = torch.as_tensor(found.test)
@@ -347,7 +351,10 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
                          ".pt); pass NAME.json")
     if name is not None and not isinstance(name, str):
         raise ValueError(f"name={short(name)} is not a str; pass the entry's name, or none")
-    return _export_model(checkpoint, metrics, out, name=name)
+    guard({"checkpoint=": checkpoint, "metrics=": metrics},  # an input as out=: ValueError
+          {"out=": out, f"out= ({out.with_suffix('.pt').name})": out.with_suffix(".pt")})
+    return _export_model(checkpoint, metrics, out, name=name,
+                         flags={"checkpoint": "checkpoint=", "metrics": "metrics=", "out": "out="})
 
 
 def load_exported(entry: str | Path, device: DeviceLike = "cpu") -> LogitsOnly:

@@ -194,6 +194,11 @@ def check_model(path: str | Path, meta: dict[str, Any], model: str, spec: dict[s
         same = held == dict(spec)
     if not same:
         shown = ", ".join(f"{k} {v}" for k, v in sorted(held.items()))
+        if meta.get("model") == model:  # the same name, another spec: the params changed
+            wanted = ", ".join(f"{k} {v}" for k, v in sorted(dict(spec).items()))
+            raise CheckpointError(f"{path} holds model '{model}' ({shown}), but the params give "
+                                  f"models.{model} as ({wanted}); pass the params it was "
+                                  "trained with, or retrain it with these")
         raise CheckpointError(f"{path} holds model '{meta.get('model')}' ({shown}), not "
                               f"'{model}'; pass --model {meta.get('model')} or the checkpoint "
                               f"of a {model} run")

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from wscat.checkpoint import check_finished, load_checkpoint, save_tensors
-from wscat.errors import OutputError
+from wscat.errors import OutputError, first_line
 from wscat.file_kinds import KIND_NAMES, curves_output, file_kind
 from wscat.inference import epochs_completed, which_of
 from wscat.io import atomic_path, check_writable, guard_outputs, write_json
@@ -123,30 +123,33 @@ def _check_measured(metrics: Path, manifest: Any, checkpoint: Path) -> None:
                          "this checkpoint, or run `wscat evaluate` on it first")
 
 
-def _check_outputs(checkpoint: Path, metrics: Path, out: Path, weights: Path) -> None:
+def _check_outputs(checkpoint: Path, metrics: Path, out: Path, weights: Path,
+                   flags: dict[str, str]) -> None:
     """Refuse (OutputError), before anything is written: an output that is an input or a folder,
     and an existing file that is not an earlier export to `out` (a training checkpoint beside
-    it, say): only the entry's own state dict, matching its recorded sha256, is replaced."""
-    guard_outputs({"--checkpoint": checkpoint, "--metrics": metrics},
-                  {"--out": out, f"--out ({weights.name})": weights})
+    it, say): only the entry's own state dict, matching its recorded sha256, is replaced.
+    `flags` names the arguments as the caller has them (the command line's or the API's)."""
+    given = flags["out"]
+    guard_outputs({flags["checkpoint"]: checkpoint, flags["metrics"]: metrics},
+                  {given: out, f"{given} ({weights.name})": weights})
     for path in (out, weights):
         inside = curves_output(path)
         if inside is not None:  # a run's curves, whatever their file's name or kind
-            raise ValueError(f"--out {path} {inside}, which `wscat export` would overwrite; "
-                             "choose an --out outside it (nothing was written)")
+            raise ValueError(f"{given} {path} {inside}, which `wscat export` would overwrite; "
+                             f"choose an {given} outside it (nothing was written)")
     check_writable(out, weights)
     entry: dict[str, Any] = {}
     if out.exists():
         if file_kind(out).kind != "export":
             raise OutputError(errno.EEXIST, f"{out} exists and is not an earlier `wscat export` "
-                              "entry; choose another --out, or move it away")
+                              f"entry; choose another {given}, or move it away")
         entry = json.loads(out.read_text())
     if weights.exists() and (entry.get("state_dict") != weights.name
                              or entry.get("state_dict_sha256") != _sha256(weights)):
         what = KIND_NAMES.get(file_kind(weights).kind or "", "another file")
         raise OutputError(errno.EEXIST, f"{weights} exists and is not the state dict of an earlier "
-                          f"export to {out} (it is {what}); choose another --out, or move it "
-                          "away")
+                          f"export to {out} (it is {what}); choose another {given}, or move "
+                          "it away")
 
 
 def _rebuild(meta: dict[str, Any], state: dict[str, Any], accuracy: dict[str, float],
@@ -171,21 +174,25 @@ def _rebuild(meta: dict[str, Any], state: dict[str, Any], accuracy: dict[str, fl
     }
 
 
+CLI_FLAGS = {"checkpoint": "--checkpoint", "metrics": "--metrics", "out": "--out"}
+
+
 def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *,
-                 name: str | None = None) -> dict[str, Any]:
+                 name: str | None = None, flags: dict[str, str] = CLI_FLAGS) -> dict[str, Any]:
     """Write `out` (the JSON entry) and `out` with suffix .pt (the state dict); return the entry.
 
     `metrics` must be the metrics file `wscat evaluate` wrote for this very checkpoint (same run,
     weights and epoch), its accuracies finite percentages; a checkpoint of an unfinished training
     (a run's resume/) is refused. Everything is checked before anything is written; an existing
-    NAME.json or NAME.pt is replaced only when it is an earlier export.
+    NAME.json or NAME.pt is replaced only when it is an earlier export. `flags`: how refusals
+    name the arguments (the API passes its own: out=, not --out).
     """
     checkpoint, metrics, out = Path(checkpoint), Path(metrics), Path(out)
     if out.suffix != ".json":
         raise ValueError(f"--out must name a .json file (the state dict goes beside it), not {out}")
     weights = out.with_suffix(".pt")
     check_finished(checkpoint)  # not an unfinished training's resume/ checkpoint
-    _check_outputs(checkpoint, metrics, out, weights)
+    _check_outputs(checkpoint, metrics, out, weights, flags)
     state = load_checkpoint(checkpoint)
     meta = state["meta"]
     result = _read_metrics(metrics, meta)
@@ -219,22 +226,39 @@ def export_model(checkpoint: str | Path, metrics: str | Path, out: str | Path, *
     return entry
 
 
+EXPORT_AGAIN = "export the model again (`wscat export`, api.export_model)"
+
+
 def load_exported(entry: str | Path, device: str | torch.device = "cpu") -> LogitsOnly:
     """The model of an exported entry, in eval mode, after checking the state dict's hash: it maps
     [0,1] images to logits, as RobustBench's `benchmark` and AutoAttack expect; its `.model` is
     the wscat network (features, logits), the one NAME.pt holds the weights of."""
     entry = Path(entry)
     info = json.loads(entry.read_text())
-    if info.get("wscat", {}).get("format") != FORMAT:
-        raise ValueError(f"{entry} is not a {FORMAT} entry")
+    spec = info.get("wscat") if isinstance(info, dict) else None
+    if not isinstance(spec, dict) or spec.get("format") != FORMAT:
+        raise ValueError(f"{entry} is not a {FORMAT} entry (no `wscat` block of that format); "
+                         "pass the NAME.json an export wrote")
+    missing = ([key for key in ("state_dict", "state_dict_sha256")
+                if not isinstance(info.get(key), str)]
+               + [f"wscat.{key}" for key in ("model_spec", "in_channels", "num_classes", "mean",
+                                             "std") if key not in spec])
+    if missing:  # a hand-edited entry: KeyError or AttributeError tracebacks
+        raise ValueError(f"{entry} lacks {', '.join(missing)} (not an entry an export wrote, "
+                         f"or edited); {EXPORT_AGAIN}")
     weights = entry.parent / info["state_dict"]
     if _sha256(weights) != info["state_dict_sha256"]:
-        raise ValueError(f"{weights} does not match the sha256 recorded in {entry}")
+        raise ValueError(f"{weights} does not match the sha256 recorded in {entry}: it was "
+                         "changed, or is another export's; keep NAME.json and NAME.pt of one "
+                         f"export together, or {EXPORT_AGAIN}")
     from wscat.models import build_model
 
-    spec = info["wscat"]
-    model = build_model(**spec["model_spec"], in_channels=spec["in_channels"],
-                        num_classes=spec["num_classes"], mean=tuple(spec["mean"]),
-                        std=tuple(spec["std"]))
-    model.load_state_dict(torch.load(weights, map_location=device, weights_only=True))
+    try:  # an edited model_spec: a 17-line load_state_dict error
+        model = build_model(**spec["model_spec"], in_channels=spec["in_channels"],
+                            num_classes=spec["num_classes"], mean=tuple(spec["mean"]),
+                            std=tuple(spec["std"]))
+        model.load_state_dict(torch.load(weights, map_location=device, weights_only=True))
+    except (TypeError, ValueError, RuntimeError, KeyError) as error:
+        raise ValueError(f"{entry}: its wscat block does not build the network {weights.name} "
+                         f"holds ({first_line(error)}); {EXPORT_AGAIN}") from None
     return LogitsOnly(model.to(device)).eval()

@@ -344,6 +344,50 @@ def test_a_missing_exported_entry_or_its_state_dict_is_one_line(made, tmp_path):
             "keep NAME.pt beside NAME.json", error=api.InputNotFound)
 
 
+@pytest.mark.parametrize("edit, words", [
+    # each was a traceback: AttributeError, KeyError, KeyError, a 17-line load_state_dict error
+    (lambda e: e.update(wscat="x"), ["is not a wscat-robustbench-entry-v1 entry", "NAME.json an export"]),
+    (lambda e: e.pop("state_dict_sha256"), ["lacks state_dict_sha256", "export the model again"]),
+    (lambda e: e["wscat"].pop("model_spec"), ["lacks wscat.model_spec", "or edited"]),
+    (lambda e: e["wscat"]["model_spec"].update(width=e["wscat"]["model_spec"]["width"] + 8),
+     ["its wscat block does not build the network", "export the model again"]),
+])
+def test_a_damaged_or_edited_exported_entry_is_one_line(made, tmp_path, edit, words):
+    entry = tmp_path / made["entry"].name
+    shutil.copy(made["weights"], entry.with_suffix(".pt"))
+    data = json.loads(made["entry"].read_text())
+    edit(data)
+    entry.write_text(json.dumps(data))
+    refused(lambda: api.load_exported(entry), str(entry), *words)
+
+
+def test_a_state_dict_of_another_export_says_to_keep_the_pair_together(made, tmp_path):
+    entry = tmp_path / made["entry"].name
+    shutil.copy(made["entry"], entry)
+    weights = torch.load(made["weights"], weights_only=True)
+    torch.save({k: v + 1 if v.is_floating_point() else v for k, v in weights.items()},
+               entry.with_suffix(".pt"))
+    refused(lambda: api.load_exported(entry), "does not match the sha256",
+            "keep NAME.json and NAME.pt of one export together")
+
+
+def test_export_to_its_own_input_is_a_value_error_naming_the_arguments(made, tmp_path, untouched):
+    """An input as out= was an OSError naming --out and --metrics, flags the API lacks."""
+    line = refused(lambda: api.export_model(made["checkpoint"], made["metrics"], made["metrics"]),
+                   "out=", "metrics=")
+    assert "--" not in line, line
+
+
+def test_a_split_of_a_dataset_the_params_lack_says_which_params(made, tmp_path):
+    """test_set named no dataset, but was told "unknown dataset"."""
+    split = np.load(made["split"])
+    other = tmp_path / "other-split.npz"
+    np.savez(other, **{**{k: split[k] for k in split.files}, "dataset": np.array("elsewhere")})
+    refused(lambda: api.test_set(other, params=made["params"]),
+            "is a split of dataset 'elsewhere', which params= does not configure",
+            "pass params= the ones the split was made with")
+
+
 # --- 7: an output of another run is never written over ------------------------------------------
 
 def test_metrics_of_another_run_or_part_are_refused_and_left_as_they_were(made, tmp_path):

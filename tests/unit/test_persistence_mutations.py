@@ -537,6 +537,18 @@ def test_an_unfinished_checkpoint_names_its_run_folder_and_how_to_finish(path: s
     checkpoint.check_finished(finished)  # a finished run's checkpoint passes
 
 
+def test_a_model_of_the_same_name_and_another_spec_blames_the_params() -> None:
+    """It said "holds model 'cnn' (...), not 'cnn'; pass --model cnn": a contradiction, and a
+    flag that would change nothing."""
+    meta = {"model": "cnn", "model_spec": {"architecture": "cnn", "width": 24}}
+    with pytest.raises(CheckpointError) as error:
+        checkpoint.check_model("best.pt", meta, "cnn", {"architecture": "cnn", "width": 16})
+    assert str(error.value) == (
+        "best.pt holds model 'cnn' (architecture cnn, width 24), but the params give models.cnn "
+        "as (architecture cnn, width 16); pass the params it was trained with, or retrain it "
+        "with these")
+
+
 def test_an_older_checkpoints_model_is_its_architecture_name() -> None:
     """model_spec: without a stored spec, the `models:` entry the name gives (architecture);
     check_model goes by that name then, and refuses another one."""

@@ -55,7 +55,8 @@ def _core_result(path: Path, run: tuple[str, str, str, int]) -> SuiteResult:
     accuracy, manifest = data["accuracy"], data["manifest"]["attacks"]
     if found != run:
         raise ValueError(f"{path} holds {found[2]} seed {found[3]} on {found[0]}/{found[1]}, not "
-                         f"{run[2]} seed {run[3]} on {run[0]}/{run[1]}")
+                         f"{run[2]} seed {run[3]} on {run[0]}/{run[1]}; pass this checkpoint's "
+                         "core metrics (`wscat evaluate --part core` writes them)")
     warnings = data.get("autoattack_warnings", {})
     _check_core_numbers(path, accuracy, manifest["AA"], warnings)
     return SuiteResult(accuracy=accuracy, attacks=manifest, checks={},
