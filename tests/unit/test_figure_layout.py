@@ -15,21 +15,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from wscat.config import load_params
+from tests.unit.test_figure_mutations import TIER, loaded  # noqa: F401 (the params fixture's)
 from wscat.report import figures, paper
 from wscat.report import robustness_figure as robustness
 
-PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
-TIER = "digits"
-
-
-@pytest.fixture(scope="module")
-def loaded() -> dict[str, Any]:
-    return load_params(PARAMS)
-
 
 @pytest.fixture
-def params(loaded: dict[str, Any]) -> dict[str, Any]:
+def params(loaded: dict[str, Any]) -> dict[str, Any]:  # noqa: F811
+    """params.yaml, the digits tier's first dataset only."""
     params = copy.deepcopy(loaded)
     params["paper"][TIER]["datasets"] = params["paper"][TIER]["datasets"][:1]
     return params
