@@ -49,7 +49,7 @@ help:
 	@echo "make readme              the demo, then its table pasted into README.md"
 	@echo "make pull                runs pushed with dvc push (splits, checkpoints, metrics) back from"
 	@echo "                         the DVC remote (none set: this clone's cache), up to date for Snakemake"
-	@echo "make venv                only the environment (.venv); every target but clean and lock makes it first"
+	@echo "make venv                only the environment (.venv); every target but help, clean and lock makes it first"
 	@echo "make test-slurm          the SLURM profile on a real one-node cluster (root: installs slurm-wlm)"
 	@echo "make clean               remove results/ and .snakemake/"
 	@echo "For developers:"

@@ -5,7 +5,8 @@ and which accuracies moved. What "same answers" is checked with after a speed ch
 
 Exit 0 when every per-image flag is the same, 1 when some differ (as `diff`). Bad input (no model
 compared, a metrics file on one side only, an unreadable file, flags of different lengths or
-attacks): one line on stderr, exit 2, nothing printed to stdout.
+attacks, an accuracy that is no finite percentage: NaN, infinity, true): one line on stderr,
+exit 2, nothing printed to stdout.
 """
 from __future__ import annotations
 

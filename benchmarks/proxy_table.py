@@ -644,7 +644,9 @@ def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], sta
         f"`{ROBUSTNESS}.png` (and `.pdf`, `.csv`): PGD accuracy on the test images at "
         f"{_listed(checks['eps_factors'])} times eps (PGD-{pgd_steps}, its step scaled with "
         f"eps) and at {_listed(checks['pgd_steps'])} steps (at eps), per method the mean over "
-        "the seeds (line) and each seed (dots): the numbers of the gradient-masking checks in "
+        "the seeds (a line with a hollow marker of its own, each smaller than the one before: "
+        "equal curves stay visible) and each seed (dots): the numbers of the gradient-masking "
+        "checks in "
         "each run's extra metrics file. A sound evaluation falls towards 0 as eps grows and "
         "levels off with the steps; a masked gradient keeps accuracy up at large eps, and a "
         "curve still falling at the most steps says PGD has not converged.", "",

@@ -148,8 +148,10 @@ test_set.__test__ = False  # type: ignore[attr-defined]  # not a pytest test eit
 def predict(model: nn.Module, images: torch.Tensor | np.ndarray, device: DeviceLike = None
             ) -> torch.Tensor:
     """Predicted classes (argmax, on the CPU) of an eval-mode model on N x C x H x W images:
-    a tensor or a numpy array, uint8 (0..255) or floats in [0, 1]; on the model's device unless
-    `device` is given; a wscat model and an exported (logits-only) one. Another layout
+    a tensor or a numpy array, uint8 (0..255) or floats in [0, 1]; on the model's device (the
+    CPU for a model without parameters or buffers) unless `device` is given; a wscat model, an
+    exported (logits-only) one, or another model that maps images to N x K logits (a tuple
+    output is refused: its logits' place is unknown). Another layout
     (channel-last), float pixels outside [0, 1] or a list are refused, saying what to pass."""
     check_model_argument(model)
     images = images_for(model, images)

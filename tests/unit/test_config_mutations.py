@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -580,3 +581,63 @@ def test_a_table_not_built_yet_gets_no_rebuild_token(tmp_path: Path,
     state = tmp_path / "state"
     assert rebuild_token([str(table)], [str(metrics)], state=state) is NOT_RECORDED
     assert not state.exists() and capsys.readouterr().err == ""
+
+
+# --- a built-in objective takes its constructor's knobs, and no other's -------------------------
+
+def test_each_builtin_objective_s_schema_names_are_its_constructor_s_knobs() -> None:
+    """params.schema.yaml lists, per built-in objective, the names its entry may hold: what the
+    pipeline reads (own_method.PIPELINE_KEYS; the generated-image keys for TRADES only) and the
+    knobs of the objective's constructor (wscat.methods.knobs). A knob of another objective was
+    dropped unseen (build_method passes the constructor's only): TRADES with a beta, Standard
+    with label smoothing, Mean Teacher with a lam ran without them."""
+    from wscat.config import _schema
+    from wscat.methods import OBJECTIVES, knobs
+    from wscat.own_method import PIPELINE_KEYS
+
+    generated = {"generated", "generated_fraction", "generated_labeler"}
+    listed = {}
+    for rule in _schema()["$defs"]["builtin_rules"]["allOf"]:
+        names = rule.get("then", {}).get("propertyNames", {}).get("enum")
+        if names is not None:
+            listed[rule["if"]["properties"]["objective"]["const"]] = set(names)
+    assert set(listed) == set(OBJECTIVES)
+    for objective, names in listed.items():
+        pipeline = PIPELINE_KEYS - (set() if objective == "trades" else generated)
+        assert names == pipeline | set(knobs(objective)), objective
+
+
+@pytest.mark.parametrize("method, knob, value", [
+    ("trades", "beta", 6.0), ("standard", "label_smoothing", 0.1), ("mt", "lam", 1.0),
+    ("wscat", "consistency", 2.0), ("rlfat", "temperature", 0.5)])
+def test_a_knob_the_objective_does_not_take_is_refused(method: str, knob: str,
+                                                       value: float) -> None:
+    params = params_yaml()
+    params["methods"][method][knob] = value
+    with pytest.raises(ConfigError, match=f"'{knob}' is not one of"):
+        validate_params(params)
+
+
+def test_a_variant_with_a_knob_its_base_s_objective_does_not_take_is_refused() -> None:
+    params = params_yaml()
+    params["methods"]["wscat-x"] = {"base": "wscat", "consistency": 3.0}
+    with pytest.raises(ConfigError, match=r"methods\.wscat-x: 'consistency' is not one of"):
+        validate_params(params)
+
+
+@pytest.mark.parametrize("edit, says", [
+    # each passed validation, then failed in its figure's job (a KeyError, a ValueError)
+    (lambda tier: tier["beta"].update(method="trades"),
+     "paper.digits.beta.method: 'trades' has no beta to sweep (objective trades)"),
+    (lambda tier: tier["similarity"].update(model="trades"),
+     "paper.digits.similarity.model: 'trades' is not a WSCAT method (objective trades)"),
+    (lambda tier: tier["similarity"].update(model="nope"),
+     "paper.digits.similarity.model: unknown method 'nope'; known methods:"),
+    (lambda tier: tier["similarity"].update(methods=["trades", "mt"]),
+     "paper.digits.similarity.methods: 'mt' (objective mean_teacher) makes no AE"),
+])
+def test_a_figure_s_method_that_cannot_make_it_is_refused_at_load(edit, says: str) -> None:
+    params = params_yaml()
+    edit(params["paper"]["digits"])
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        validate_params(params)

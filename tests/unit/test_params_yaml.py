@@ -254,5 +254,5 @@ def test_a_method_passes_the_schema_check_only_on_its_own_settings():
         validate_params(params)
     params = yaml.safe_load(REAL)
     params["methods"]["trades"]["per_dataset"] = {"digits": {1: 2}}
-    with pytest.raises(ConfigError, match=r"per_dataset\.digits: Additional properties .*1 was"):
+    with pytest.raises(ConfigError, match=r"per_dataset\.digits: 1 is not one of \['base'"):
         validate_params(params)
