@@ -469,6 +469,21 @@ def _check_references(params: dict[str, Any], source: str = "params.yaml") -> No
                 or method_for(params, generated_labeler)["data"] == "pseudo"):
             raise ConfigError(f"methods.{name}.generated_labeler: '{generated_labeler}' must be a "
                               "method trained without pseudo-labels (e.g. mt)")
+    for name, model in params["models"].items():  # what the schema cannot say of a depth
+        depth = model.get("depth")
+        if model["architecture"] == "wideresnet" and depth is not None and (
+                depth < 10 or (depth - 4) % 6):
+            raise ConfigError(f"{source}: models.{name}.depth: {depth} is no WideResNet depth "
+                              "(6n+4: 10, 16, 22, 28, 34, 40, ...); give one of those")
+    for dataset in [None, *(params["evaluation"].get("per_dataset") or {})]:
+        checks = evaluation_for(params, dataset)["checks"]
+        for key in ("pgd_steps", "eps_factors"):  # each point's accuracy against the next's
+            values = checks[key]
+            if any(later <= earlier for earlier, later in zip(values, values[1:])):
+                where = "evaluation" + (f".per_dataset.{dataset}" if dataset else "")
+                raise ConfigError(f"{source}: {where}.checks.{key}: {values} must increase (the "
+                                  "check asks accuracy not to rise from one value to the next); "
+                                  "sort them")
     for dataset in params["evaluation"].get("per_dataset", {}) or {}:
         if dataset not in params["datasets"]:
             raise _unknown(source, "evaluation.per_dataset", "dataset", dataset,

@@ -641,3 +641,25 @@ def test_a_figure_s_method_that_cannot_make_it_is_refused_at_load(edit, says: st
     edit(params["paper"]["digits"])
     with pytest.raises(ConfigError, match=re.escape(says)):
         validate_params(params)
+
+
+@pytest.mark.parametrize("edit, says", [
+    # each passed validation and failed in the first training job (or, for the checks, tested
+    # the wrong direction: accuracy compared with the previous point's instead of the next's)
+    (lambda p: p["models"]["cnn"].update(depth=16), "'depth' is not one of ['architecture', "
+                                                    "'width']"),
+    (lambda p: p["models"]["wrn-16-4"].update(depth=27), "models.wrn-16-4.depth: 27 is no "
+                                                         "WideResNet depth (6n+4"),
+    (lambda p: p["models"]["resnet-50"].update(depth=51), "51 is not one of [18, 34, 50, 101, "
+                                                          "152]"),
+    (lambda p: p["models"]["resnet-50"].update(depth=34), "34 is not one of [50, 101, 152]"),
+    (lambda p: p["evaluation"]["checks"].update(pgd_steps=[40, 20, 10]),
+     "evaluation.checks.pgd_steps: [40, 20, 10] must increase"),
+    (lambda p: p["evaluation"]["checks"].update(eps_factors=[0.0, 1.0, 0.5]),
+     "evaluation.checks.eps_factors: [0.0, 1.0, 0.5] must increase"),
+])
+def test_a_model_or_check_setting_no_job_could_use_is_refused_at_load(edit, says: str) -> None:
+    params = params_yaml()
+    edit(params)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        validate_params(params)
