@@ -15,7 +15,7 @@
 # wscat.workflow when the workflow loads); every path is a pattern of wscat/paths.py; building
 # the DAG imports no torch (but for your own method's file, checked as it loads). Every rule calls one `wscat` subcommand,
 # runs in the conda environment workflow/envs/wscat.yaml when asked to (--sdm conda), and marks
-# the results a reader browses with report(..., caption="../report/<rule>.rst").
+# the results a reader browses with report(..., caption="../report/<name>.rst").
 # The `--` ends --resources, which takes any number of values.
 
 from snakemake.utils import min_version

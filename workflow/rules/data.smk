@@ -20,7 +20,8 @@ for fetch_rule, fetch_dataset, fetch_files in wf.fetch_groups(config):
 
 
 rule split:
-    """Class-balanced labelled / unlabelled / validation indices for one seed."""
+    """Class-balanced labelled / unlabelled / validation indices for one seed, with the
+    dataset's test indices."""
     input:
         get_split_input,
     output:

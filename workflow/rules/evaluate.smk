@@ -35,7 +35,7 @@ rule evaluate:
 
 rule evaluate_extra:
     """Beyond the paper's five: its AutoAttack variant (AA-paper), NRF and the gradient-masking
-    checks, for the paper tier's tables."""
+    checks, for the paper tier's tables and the robustness curves."""
     input:
         split=get_split,
         checkpoint=get_checkpoint,

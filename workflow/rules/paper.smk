@@ -60,7 +60,8 @@ rule paper_compare:
 
 rule paper_figure:
     """One of the paper's figures (Fig-similarity, Fig-beta, Fig-unlabel, Fig-feature), or ours:
-    robustness-curves (PGD accuracy against eps and steps, the Table 2 runs' extra files)."""
+    robustness-curves (PGD accuracy against eps and steps, from the extra files of every run of
+    each dataset's performance table)."""
     input:
         get_paper_figure_input,
     output:

@@ -1,5 +1,6 @@
 rule table:
-    """One experiment's table: seeds aggregated per method, rendered as LaTeX and CSV."""
+    """One experiment's table: seeds aggregated per method, as LaTeX, long CSV and Markdown, the
+    per-method summary JSON and the paired comparison against the reference (-paired.csv/.tex)."""
     input:
         get_experiment_metrics,
     output:

@@ -1,5 +1,6 @@
 rule train:
-    """One method, one seed: the shared trainer with the method's loss."""
+    """One method, one seed: the shared trainer with the method's loss; best.pt (the EMA at the
+    selected epoch), last.pt, train_log.csv and dvclive/."""
     input:
         unpack(get_training_inputs),
         split=get_split,
