@@ -100,7 +100,7 @@ def test_report_holds_the_table_2_numbers_with_captions(repo: Path, report: Path
         # the attacks' steps and the checkpoint as these params give them, not the paper's
         steps = yaml.safe_load((repo / "params.yaml").read_text())["evaluation"]
         assert (f"PGD-{steps['pgd_steps']} (cross-entropy), CW-{steps['cw_steps']} (CW margin)"
-                in record["caption"] and "selected (best.pt)" in record["caption"]), record
+                in record["caption"] and "selection kept (best.pt" in record["caption"]), record
     training = [record for path, record in results.items() if path.endswith("train_log.csv")]
     assert sorted(record["labels"]["method"] for record in training) == ["MT", "TRADES", "WSCAT"]
     assert all(record["labels"]["epochs"] == 2 for record in training)
