@@ -75,15 +75,12 @@ def read_params(folder: Path, seed: int) -> dict[str, Any]:
     """A seed folder's params.yaml, validated (wscat.config.load_params); a file that is not YAML
     text (binary, garbled, a key given twice) is one line saying to unpack its tarball again."""
     from wscat.config import ConfigError, read_yaml
+    from wscat.errors import is_text_file
     from wscat.strict_yaml import DuplicateKeyError
 
     path = folder / "params.yaml"
     again = f"unpack the run's {tarball(seed)} again"
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        text = "\0"
-    if "\0" in text:
+    if not is_text_file(path):
         raise ValueError(f"{path} is not a YAML text file (binary, or not UTF-8); {again}")
     try:
         read_yaml(path)

@@ -7,6 +7,7 @@ import errno
 import os
 import re
 import zipfile
+from pathlib import Path
 
 from wscat.file_kinds import KIND_NAMES, is_npy
 
@@ -69,6 +70,14 @@ def require_file(path: object, missing: str) -> None:
             raise ValueError(f"{path} is not a regular file (a pipe or a device); pass the "
                              "file itself")
         raise FileNotFoundError(missing)
+
+
+def is_text_file(path: object) -> bool:
+    """Whether the file at `path` is UTF-8 text without NUL bytes (not a binary file)."""
+    try:
+        return "\0" not in Path(str(path)).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
 
 
 def os_error_line(error: OSError, path: object | None = None) -> str:

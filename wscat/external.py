@@ -19,7 +19,7 @@ from wscat.config import evaluation_for, short_attacks
 from wscat.data.capacity import known_labels
 from wscat.data.sources.base import to_unit
 from wscat.evaluation import core_suite, decode_flags, stratified_order
-from wscat.inference import outputs_of
+from wscat.inference import model_device, outputs_of
 from wscat.models import MODELS, LogitsOnly
 from wscat.training.speed import autocast
 
@@ -94,20 +94,7 @@ def as_pair(model: nn.Module, probe: torch.Tensor) -> tuple[nn.Module, int]:
     ours = isinstance(model, tuple(MODELS.values()))
     with torch.enable_grad():
         x = probe.detach().clone().requires_grad_(True)
-        try:
-            output = model(x)
-        except (RuntimeError, ValueError, TypeError, IndexError) as error:
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise ValueError(f"model= fails on one of the images ({first}); pass images of the "
-                             "size and layout it takes") from None
-        if isinstance(output, tuple) and not ours:
-            raise ValueError(f"model= returns a tuple of {len(output)}, whose logits wscat cannot "
-                             "tell; pass a module that returns the logits alone (N x K)")
-        logits = output[1] if ours and isinstance(output, tuple) else output
-        if not (isinstance(logits, torch.Tensor) and logits.ndim == 2 and len(logits) == 1
-                and logits.shape[1] >= 2 and logits.is_floating_point()):
-            raise ValueError("model= must map N images to N x K logits (K classes, at least 2), "
-                             f"or be a wscat network; its output on one image is {_form(output)}")
+        logits = _probe_logits(_run_probe(model, x), ours)
         if not logits.requires_grad or torch.autograd.grad(
                 logits.sum(), x, allow_unused=True)[0] is None:
             raise ValueError("no gradient reaches the images through model= (a no_grad or "
@@ -128,27 +115,32 @@ def check_logits_model(model: nn.Module, probe: torch.Tensor,
             module.training for module in model.modules()):
         return
     place = device if device is not None else model_device(model)
+    with torch.no_grad():
+        _probe_logits(_run_probe(model, to_unit(probe).to(place)), ours=False)
+
+
+def _run_probe(model: nn.Module, x: torch.Tensor) -> Any:
+    """The model's output on the probe image; a forward that fails on it is one line."""
     try:
-        with torch.no_grad():
-            output = model(to_unit(probe).to(place))
+        return model(x)
     except (RuntimeError, ValueError, TypeError, IndexError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ValueError(f"model= fails on one of the images ({first}); pass images of the "
                          "size and layout it takes") from None
-    if isinstance(output, tuple):
+
+
+def _probe_logits(output: Any, ours: bool) -> torch.Tensor:
+    """The logits of the probe's `output`: a wscat network's (features, logits) second part,
+    another model's output itself, which must be 1 x K float logits (a tuple is refused)."""
+    if isinstance(output, tuple) and not ours:
         raise ValueError(f"model= returns a tuple of {len(output)}, whose logits wscat cannot "
                          "tell; pass a module that returns the logits alone (N x K)")
-    if not (isinstance(output, torch.Tensor) and output.ndim == 2 and len(output) == 1
-            and output.shape[1] >= 2 and output.is_floating_point()):
-        raise ValueError("model= must map N images to N x K logits (K classes, at least 2), or "
-                         f"be a wscat network; its output on one image is {_form(output)}")
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """Where the model's parameters (else buffers) are; the CPU for a model with neither."""
-    for tensor in (*model.parameters(), *model.buffers()):
-        return tensor.device
-    return torch.device("cpu")
+    logits = output[1] if ours and isinstance(output, tuple) else output
+    if not (isinstance(logits, torch.Tensor) and logits.ndim == 2 and len(logits) == 1
+            and logits.shape[1] >= 2 and logits.is_floating_point()):
+        raise ValueError("model= must map N images to N x K logits (K classes, at least 2), "
+                         f"or be a wscat network; its output on one image is {_form(output)}")
+    return logits
 
 
 def _form(output: Any) -> str:

@@ -109,6 +109,11 @@ def outputs_of(checkpoint: str | Path, images: str) -> Iterator[None]:
                                source=str(checkpoint)) from None
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where the model's parameters (else buffers) are; the CPU for a model with neither."""
+    return next((t.device for t in (*model.parameters(), *model.buffers())), torch.device("cpu"))
+
+
 @torch.no_grad()
 def predict(model: torch.nn.Module, images: torch.Tensor, device: torch.device | None = None
             ) -> torch.Tensor:
@@ -120,9 +125,8 @@ def predict(model: torch.nn.Module, images: torch.Tensor, device: torch.device |
                  message="the model is in train mode: its batch norm would predict from each "
                          "batch's statistics and change its own; call model.eval() first "
                          "(api.load_model returns it in eval mode)")
-    if device is None:  # the model's parameters' (else buffers'), the CPU for neither
-        device = next((t.device for t in (*model.parameters(), *model.buffers())),
-                      torch.device("cpu"))
+    if device is None:
+        device = model_device(model)
     labels, bad = [], torch.zeros((), dtype=torch.long, device=device)
     for i in range(0, len(images), 512):
         logits = logits_of(model(to_unit(images[i:i + 512].to(device))))

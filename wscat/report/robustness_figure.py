@@ -87,7 +87,7 @@ def robustness_figure(plotted: list[dict], prefix: Path,
     """prefix.pdf, .png and .csv: a row of two panels per dataset of `budgets` (dataset -> the
     table's eps and PGD steps, drawn dotted); per method the mean over seeds (line) and each
     seed (dots)."""
-    from wscat.report.figures import plt, save
+    from wscat.report.figures import plt, save, seeds_label
 
     frame = pd.DataFrame(plotted)
     methods = list(dict.fromkeys(frame["method"]))
@@ -121,8 +121,8 @@ def robustness_figure(plotted: list[dict], prefix: Path,
                          f"{dataset}: at eps {_eps_label(eps)}", fontsize=9)
             ax.grid(color="0.9")
             ax.legend(fontsize=7)
-    lines = (f"line: mean over seeds {', '.join(map(str, seeds))}, dots: each seed"
-             if len(seeds) > 1 else f"seed {seeds[0]}")
+    lines = (f"line: mean over {seeds_label(seeds)}, dots: each seed" if len(seeds) > 1
+             else seeds_label(seeds))
     fig.suptitle(f"Robust accuracy against the budget and the steps; {lines}; dotted: the "
                  "table's eps and steps", fontsize=9)
     fig.tight_layout()

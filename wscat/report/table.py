@@ -39,7 +39,7 @@ def _read_metrics(path: Path) -> dict:
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: cannot read metrics file ({err}); {NOT_OURS}") from None
     except json.JSONDecodeError as err:
-        empty = " (the file is empty)" if not path.read_bytes().strip() else ""
+        empty = " (the file is empty)" if not err.doc.strip() else ""  # the text read above
         raise ValueError(f"{path}: not valid JSON ({err}){empty}; {REEVALUATE}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}; "

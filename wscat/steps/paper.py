@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wscat import paths
-from wscat.errors import require_file
+from wscat.errors import is_text_file, require_file
 from wscat.io import check_writable, guard_outputs, write_text
 from wscat.report import paper
 
@@ -157,11 +157,7 @@ def check_table_csv(table_csv: Path) -> None:
         require_file(table_csv, f"{table_csv}: not found; {todo}")
     except ValueError as error:
         raise ValueError(f"{str(error).split('; ')[0]}; {todo}") from None
-    try:
-        text = Path(table_csv).read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        text = "\0"
-    if "\0" in text:
+    if not is_text_file(table_csv):
         raise ValueError(f"{table_csv} is not a CSV text file; {todo}")
 
 
