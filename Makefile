@@ -115,7 +115,7 @@ demo: venv
 # reuse them) and the figure (docs/evaluation.md, "Gradient-masking checks").
 ROBUSTNESS_DEMO := results/robustness-curves/digits
 robustness-demo: demo
-	$(SNAKEMAKE) $(ROBUSTNESS_DEMO).png
+	$(SNAKEMAKE) $(ROBUSTNESS_DEMO).png $(ROBUSTNESS_DEMO).csv
 	@echo "make robustness-demo: the curves are $(ROBUSTNESS_DEMO).png (.pdf, .csv beside it);" \
 	    "docs/evaluation.md, \"Gradient-masking checks\", says how to read them"
 

@@ -75,9 +75,10 @@ def named_targets(params: dict[str, Any]) -> list[tuple[str, list[str], str]]:
         named.append((rule_name("table", name), files,
                       f"experiment {name}{note}: {' '.join(files)} ({what})"))
         curves = paths.fill(paths.ROBUSTNESS_PNG, experiment=name)
-        named.append((rule_name("robustness", name), [curves],
-                      f"robustness curves of experiment {name}: {curves} (each run's PGD accuracy "
-                      "against eps and steps: its extra evaluation)"))
+        numbers = paths.fill(paths.ROBUSTNESS_CSV, experiment=name)  # redrawn when lost
+        named.append((rule_name("robustness", name), [curves, numbers],
+                      f"robustness curves of experiment {name}: {curves}, their numbers {numbers}"
+                      " (each run's PGD accuracy against eps and steps: its extra evaluation)"))
     for tier, spec in (params.get("paper") or {}).items():
         index = paths.fill(paths.PAPER_INDEX, tier=tier)
         datasets = list(dict.fromkeys(  # the datasets its tables are of, in params.yaml's order

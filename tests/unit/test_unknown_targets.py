@@ -103,10 +103,11 @@ def test_the_makefile_targets_are_read_from_the_makefile() -> None:
 
 
 def test_a_makefile_variable_in_a_target_is_expanded() -> None:
-    """`robustness-demo` asks for `$(ROBUSTNESS_DEMO).png`: the line names the file, not the
-    variable (`snakemake -- $(ROBUSTNESS_DEMO).png` is no path: the shell runs a command)."""
+    """`robustness-demo` asks for `$(ROBUSTNESS_DEMO).png` and `.csv`: the line names the files,
+    not the variable (`snakemake -- $(ROBUSTNESS_DEMO).png` is no path: the shell runs a command)."""
     targets = make_targets(str(ROOT / "Makefile"))
-    assert targets["robustness-demo"] == ["results/robustness-curves/digits.png"], targets
+    assert targets["robustness-demo"] == ["results/robustness-curves/digits.png",
+                                          "results/robustness-curves/digits.csv"], targets
     assert not any("$" in file for files in targets.values() for file in files), targets
 
 

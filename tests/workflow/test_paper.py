@@ -312,7 +312,7 @@ def test_every_table_and_figure_renders_on_the_embedded_default(tmp_path: Path, 
                                                            ("pgd_steps_monotone", "steps"))
                             for x, a in zip(checks[check][key], checks[check]["accuracy"])]
     index = (out / "index.md").read_text()
-    assert "robustness-curves.png" in index
+    assert "robustness-curves.png" in index and "Fig-beta.csv" in index  # a figure's numbers
     assert "Tab-RQ1-digits.tex" in index and "Fig-feature.png" in index and "curves/" in index
     assert (workdir / "results/curves/digits/cnn/wscat/seed1.png").stat().st_size > 1000
     if engine() is None:

@@ -73,6 +73,13 @@ rule paper_figure:
             subcategory="{tier}",
             labels={"figure": "{figure}"},
         ),
+        csv=report(
+            paths.PAPER_FIGURE_CSV,
+            caption="../report/figure_numbers.rst",
+            category="Paper figures",
+            subcategory="{tier}: the numbers plotted",
+            labels={"figure": "{figure}"},
+        ),
     log:
         paths.log("paper", "{tier}/{figure}"),
     conda:

@@ -76,6 +76,13 @@ rule robustness_curves:
             category="Robustness curves",
             labels={"experiment": "{experiment}"},
         ),
+        csv=report(
+            paths.ROBUSTNESS_CSV,
+            caption="../report/figure_numbers.rst",
+            category="Robustness curves",
+            subcategory="the numbers plotted",
+            labels={"experiment": "{experiment}"},
+        ),
     log:
         paths.log("robustness_curves", "{experiment}"),
     conda:

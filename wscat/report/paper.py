@@ -4,7 +4,7 @@ One definition of the inputs (their paths: wscat.paths' patterns), read by the S
 (to ask for the inputs) and by the `wscat paper-table` / `paper-figure` commands (to read them),
 so the two never disagree.
 Outputs: results/paper/{tier}/{label}.{tex,csv}, {label}-vs-paper.{tex,csv} (where the paper
-reports the same cells), {figure}.{pdf,png}, and index.md listing them all.
+reports the same cells), {figure}.{pdf,png,csv}, and index.md listing them all.
 """
 from __future__ import annotations
 
@@ -239,7 +239,8 @@ def tier_outputs(params: dict[str, Any], tier: str, root: str = "results") -> li
         files += [paths.fill(pattern, root, tier=tier, label=label) for pattern in patterns]
     files += [paths.fill(pattern, root, tier=tier, figure=figure)
               for figure in tier_figures(params, tier)
-              for pattern in (paths.PAPER_FIGURE_PDF, paths.PAPER_FIGURE_PNG)]
+              for pattern in (paths.PAPER_FIGURE_PDF, paths.PAPER_FIGURE_PNG,
+                              paths.PAPER_FIGURE_CSV)]
     runs = {run for e in tier_spec(params, tier)["datasets"]
             for part in parts(e)
             for run in experiment_runs(params, e[part]["experiment"])}
