@@ -58,10 +58,13 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
 
 def save_tensors(path: str | Path, obj: Any) -> None:
     """torch.save(obj) atomically. A failed write (a full disk) raises OSError and leaves the
-    previous file at `path` intact."""
+    previous file at `path` intact. Saved through a handle: given a path, torch names the
+    archive's folder after the (random) temporary file, so the same weights saved twice differed
+    in their bytes, and DVC saw a retrained identical checkpoint as changed."""
     with atomic_path(path) as tmp:
         try:
-            torch.save(obj, tmp)
+            with open(tmp, "wb") as handle:
+                torch.save(obj, handle)
         except RuntimeError as error:  # torch's zip writer reports a failed write this way
             if not disk_full(tmp):
                 raise
@@ -238,11 +241,12 @@ def check_trained_by(path: str | Path, meta: dict[str, Any], expected: str) -> N
 
 def retrain_hint(path: str | Path) -> str:
     """How to remake a checkpoint that other params made: through Snakemake for one of its own
-    (results/models/...), otherwise with `wscat train` or the params it was trained with."""
+    (results/models/...), otherwise with `wscat train` (or the API) or the params it was trained
+    with, as the command line and wscat.api name them."""
     if Path(path).as_posix().startswith("results/models/"):
         return f"retrain it: snakemake --forcerun {path} -- <your target>"
-    return ("pass the --params it was trained with, or retrain it with these (`wscat train`, "
-            "the same --params)")
+    return ("pass the params it was trained with (--params; params= in wscat.api), or retrain "
+            "it with these (`wscat train` or wscat.api.train_method, the same params)")
 
 
 def load_weights(module: torch.nn.Module, weights: Any, path: str | Path) -> None:

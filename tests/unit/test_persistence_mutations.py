@@ -425,6 +425,17 @@ def test_a_failed_torch_save_is_a_full_disk_only_when_the_disk_is_full(
     assert path.read_bytes() == b"previous" and os.listdir(tmp_path) == ["last.pt"]
 
 
+def test_the_same_state_saved_twice_is_the_same_bytes(tmp_path: Path) -> None:
+    """Same params + seed -> the same files (DVC hashes best.pt): the archive's bytes may not
+    carry the random name of the temporary file it was written to, nor the target's own name."""
+    state = {"meta": {"epoch": 1}, "model": {"w": torch.arange(6.0).reshape(2, 3)}}
+    first, second = tmp_path / "a" / "best.pt", tmp_path / "b" / "last.pt"
+    checkpoint.save_checkpoint(first, state)
+    checkpoint.save_checkpoint(second, state)
+    assert first.read_bytes() == second.read_bytes()
+    assert torch.equal(torch.load(second, weights_only=True)["model"]["w"], state["model"]["w"])
+
+
 def test_a_folder_given_as_checkpoint_is_said_to_be_one(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="is a folder, not a checkpoint file"):
         checkpoint.load_checkpoint(tmp_path)
