@@ -101,8 +101,9 @@ def test_a_checkpoint_of_other_training_params_is_refused(work, capsys, tmp_path
         line = refused(capsys, *argv)
         assert "was trained with other params than these" in line, line
         # Not Snakemake's file (results/models/...): a hint that works without it.
-        assert line.endswith("pass the --params it was trained with, or retrain it with these "
-                             "(`wscat train`, the same --params)"), line
+        assert line.endswith("pass the params it was trained with (--params; params= in "
+                             "wscat.api), or retrain it with these (`wscat train` or "
+                             "wscat.api.train_method, the same params)"), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["two.yaml"]
 
 

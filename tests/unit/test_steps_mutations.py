@@ -283,7 +283,9 @@ def test_index_links_relative_to_its_folder(tier_params: dict[str, Any]) -> None
     from wscat.steps.paper import index
 
     text = index(tier_params, "t", "res")
-    assert "Rebuild: `snakemake --cores 2 -- res/paper/t/index.md`" in text
+    # Snakemake's target, whatever the folder was typed as (an absolute one was no target).
+    assert "Rebuild: `snakemake --cores 2 -- results/paper/t/index.md`" in text
+    assert index(tier_params, "t", os.path.abspath("res")).splitlines()[2] == text.splitlines()[2]
     links = re.findall(r"^- \[(.+)\]\((.+)\)$", text, flags=re.M)
     assert links
     for shown, link in links:  # each link, from res/paper/t/, is the file its text names

@@ -238,10 +238,12 @@ def run_index(params: dict[str, Any], *, tier: str, results: str, out: Path) -> 
 
 
 def index(params: dict[str, Any], tier: str, root: str) -> str:
-    """A Markdown list of a tier's tables, companions, figures and training curves."""
+    """A Markdown list of a tier's tables, companions, figures and training curves. Its rebuild
+    line names Snakemake's target (results/...), whatever `root` was typed as: the same index
+    from `--results $PWD/results` or `--results results`."""
     out = Path(paths.fill(paths.PAPER, root, tier=tier))
     lines = [f"# The paper's tables and figures: tier `{tier}`", "",
-             "Rebuild: `snakemake --cores 2 -- " + f"{out}/index.md`", ""]
+             f"Rebuild: `snakemake --cores 2 -- {paths.fill(paths.PAPER_INDEX, tier=tier)}`", ""]
     for path in paper.tier_outputs(params, tier, root):
         lines.append(f"- [{Path(path).relative_to(root).as_posix()}]"
                      f"({os.path.relpath(path, out)})")
