@@ -487,7 +487,15 @@ def bundle(results: Path, dataset: str, target: Path) -> None:
     with atomic_path(target) as tmp, tarfile.open(tmp, "w:gz") as tar:
         for path in [p for p in keep if p.exists()] + proxy + logs:
             tar.add(path, arcname=str(Path("results") / path.relative_to(results)),
-                    filter=lambda info: None if info.name.endswith((".pt", ".npz")) else info)
+                    filter=_results_entry)
+
+
+def _results_entry(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """An entry of results.tar.gz, or None for what it leaves out: checkpoints and splits, and
+    hidden files (a step killed at the deadline leaves its temporary file and its lock behind)."""
+    if info.name.endswith((".pt", ".npz")) or Path(info.name).name.startswith("."):
+        return None
+    return info
 
 
 def seed_files(params: dict[str, Any], results: Path, seed: int) -> list[Path]:
@@ -617,7 +625,8 @@ def return_checkpoint(params: dict[str, Any], results: Path, seed: int, out: Pat
     if not source.is_file() or source.stat().st_size > OUT_FILE_BYTES_MAX:
         return None
     target = out / f"{RETURNED_CHECKPOINT}-seed{seed}-best.pt"
-    shutil.copyfile(source, target)
+    with atomic_path(target) as tmp:  # a call cut mid-copy returns no truncated checkpoint
+        shutil.copyfile(source, tmp)
     return target
 
 

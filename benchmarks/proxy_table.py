@@ -447,12 +447,22 @@ def render(seeds_dir: Path, out: Path, expected: list[int], require_all: bool = 
                                  "once another seed is in")
         out.mkdir(parents=True, exist_ok=True)
         written = []
-        for path in sorted(stage.iterdir()):
-            target, partial = out / path.name, out / f".{path.name}.partial"
-            shutil.copyfile(path, partial)  # then a rename on out's own file system
-            partial.chmod(0o644)
-            os.replace(partial, target)
-            written.append(target)
+        files = sorted(stage.iterdir())
+        partials = [out / f".{path.name}.partial" for path in files]
+        try:  # every file copied onto out's file system first, then the renames
+            for path, partial in zip(files, partials):
+                shutil.copyfile(path, partial)
+                partial.chmod(0o644)
+            for path, partial in zip(files, partials):
+                target = out / path.name
+                try:
+                    os.replace(partial, target)
+                except OSError as error:  # named by the file it would have replaced
+                    raise OSError(error.errno, error.strerror, str(target)) from error
+                written.append(target)
+        finally:  # a failed copy or rename, or Ctrl-C, leaves no .partial file behind
+            for partial in partials:
+                partial.unlink(missing_ok=True)
         if not figure:  # none to draw now (one seed): an older render's picture would be stale
             for stale in out.glob(f"{FIGURE}.*"):
                 stale.unlink()

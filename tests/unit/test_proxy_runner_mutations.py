@@ -739,6 +739,11 @@ def test_results_tarball_has_no_checkpoint_nor_npz_and_the_params(tmp_path: Path
     staged = results / "proxy/seed2/metrics/an-earlier-call.json"  # publish's, of the last call
     staged.parent.mkdir(parents=True)
     staged.write_text("{}")
+    # What a step killed at the deadline leaves: its temporary file and its lock (hidden).
+    left = results / f"metrics/{PROXY}/wrn-16-4/wscat"
+    (left / ".seed2.json.k3x9a1.tmp").write_text("{")
+    (left / ".seed2.json.wscat-lock").write_text("pid 7")
+    (results / "proxy/.calls.json.q1w2e3.tmp").write_text("[")
     cifar10_proxy.bundle(results, PROXY, tmp_path / "results.tar.gz")
     with tarfile.open(tmp_path / "results.tar.gz", "r:gz") as tar:
         got = {name for name in tar.getnames() if "." in Path(name).name}
@@ -760,6 +765,26 @@ def test_the_returned_checkpoint_is_wscat_s_best_within_16_mib(tmp_path: Path) -
     assert cifar10_proxy.return_checkpoint(real_params(2), results, 2, out) == (
         out / "wscat-seed2-best.pt")
     assert (out / "wscat-seed2-best.pt").stat().st_size == 16 * 2**20
+
+
+def test_a_checkpoint_copy_cut_short_returns_nothing(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call cut mid-copy (the deadline, a full disk) leaves no truncated checkpoint in OUT,
+    which the machine would return as if it were the model."""
+    results, out = tmp_path / "results", tmp_path / "out"
+    out.mkdir()
+    best = results / f"models/{PROXY}/wrn-16-4/wscat/seed2/best.pt"
+    best.parent.mkdir(parents=True)
+    best.write_bytes(b"w" * 1000)
+
+    def cut(source: Path, target: Path) -> None:
+        Path(target).write_bytes(Path(source).read_bytes()[:10])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cifar10_proxy.shutil, "copyfile", cut)
+    with pytest.raises(KeyboardInterrupt):
+        cifar10_proxy.return_checkpoint(real_params(2), results, 2, out)
+    assert os.listdir(out) == []
 
 
 def test_a_results_that_is_a_file_is_refused_before_writing(

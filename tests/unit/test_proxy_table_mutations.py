@@ -274,6 +274,40 @@ def test_written_files_are_0644_all_returned_none_partial(three) -> None:
     assert (out / "paired-vs-wscat.png").read_bytes() == b"x"  # drawn anew, not the old one
 
 
+@pytest.mark.parametrize("fails", ["copy", "rename"])
+def test_a_failed_write_leaves_no_partial_file_and_names_the_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
+    """A copy into out that fails (a full disk, Ctrl-C) or a rename onto a file that will not be
+    replaced: no .partial file is left in out, and a failed rename names the table's file, not
+    the temporary one."""
+    seeds, out = tmp_path / "seeds", tmp_path / "out"
+    for seed in (1, 2, 3):
+        make_seed(seeds, seed)
+    Drawn(monkeypatch)
+    calls = []
+    real = proxy_table.shutil.copyfile if fails == "copy" else proxy_table.os.replace
+
+    def third_fails(source: Any, target: Any) -> Any:  # the third into out (os is global)
+        if Path(target).parent != out:
+            return real(source, target)
+        calls.append(target)
+        if len(calls) == 3:
+            raise OSError(28 if fails == "copy" else 1, "it failed", str(target))
+        return real(source, target)
+
+    if fails == "copy":
+        monkeypatch.setattr(proxy_table.shutil, "copyfile", third_fails)
+    else:
+        monkeypatch.setattr(proxy_table.os, "replace", third_fails)
+    with pytest.raises(OSError) as error:
+        proxy_table.render(seeds, out, [1, 2, 3])
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".partial")]
+    if fails == "rename":
+        assert error.value.filename == str(calls[2]), error.value.filename  # the table's file
+    else:  # nothing replaced before every file was copied
+        assert list(out.iterdir()) == []
+
+
 def test_what_reaches_the_figures(three) -> None:
     drawn = three["drawn"]
     plotted, _, kwargs = drawn["paired"]
