@@ -22,10 +22,10 @@ What is checked, and from which fact:
   results/paper/digits/index.md), quiet, with the user's XDG_CACHE_HOME or the repository's
   .cache; a failed or graph-less run refused with Snakemake's own message, text before `digraph`
   dropped; every node and edge kept, the edges sorted by (source, target) as numbers, the closing
-  brace last; `dot -T<suffix> -o OUT` reads the graph on stdin into OUT, its folder made; a missing
-  Snakemake or `dot` and a failed `dot` (with its words) refused in one line; a missing or
-  option-like OUT and an OUT without a suffix refused as bad input (one line, exit 2) before
-  Snakemake runs.
+  brace last; `dot -T<suffix>` reads the graph on stdin, and what it prints replaces OUT whole
+  (its folder made, no temporary file left); a missing Snakemake or `dot` and a failed `dot`
+  (with its words) refused in one line; a missing or option-like OUT and an OUT without a suffix
+  refused as bad input (one line, exit 2) before Snakemake runs.
 - report_screenshot ("headless Chromium (Debian's `chromium` package)", "by default the per-run
   metrics table", "the report file itself is not changed: a copy with two extra lines"): Debian's,
   then Ubuntu's name; no Chromium is one line on stderr, exit 1, nothing written; headless, in a
@@ -42,6 +42,7 @@ What is checked, and from which fact:
 """
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from collections.abc import Callable
@@ -144,10 +145,10 @@ def test_readme_missing_markers_write_nothing(tables: Path, capsys) -> None:
 def test_readme_a_write_that_fails_is_one_line_and_leaves_the_readme(
         tables: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     """A README on a read-only mount: its OSError was a traceback."""
-    def refused(self: Path, target: Path) -> Path:
+    def refused(source: object, target: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(Path, "replace", refused)
+    monkeypatch.setattr(os, "replace", refused)  # the rename onto the README
     before = (tables / "README.md").read_text()
     assert readme_refused(capsys, lambda: readme_tables.main(["README.md", DIGITS])) == (
         "readme_tables: cannot write README.md (Permission denied); make its folder writable, "
@@ -200,7 +201,7 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Stand-ins: the venv's `snakemake` (beside a fake sys.executable) prints `stdout` and
     `stderr` from the record folder, exits with `rc`, and records its arguments, cwd and
     XDG_CACHE_HOME; PATH holds a wrong `snakemake` and a `dot` that records its format and copies
-    stdin to -o's file. Returns the record folder."""
+    stdin to stdout. Returns the record folder."""
     record = tmp_path / "record"
     record.mkdir()
     (record / "stdout").write_text("Building DAG of jobs...\n" + RAW)
@@ -212,7 +213,7 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                'echo "${XDG_CACHE_HOME-unset}" > $R/cache\ncat $R/stdout\ncat $R/stderr >&2\n'
                "exit $(cat $R/rc)\n")
     executable(path / "snakemake", "echo 'not the venv one' >&2\nexit 9\n")
-    executable(path / "dot", f'R={record}\nprintf "%s\\n" "$@" > $R/dot_args\ncat > "$3"\n')
+    executable(path / "dot", f'R={record}\nprintf "%s\\n" "$@" > $R/dot_args\ncat\n')
     monkeypatch.setattr(sys, "executable", str(venv / "python"))
     monkeypatch.setenv("PATH", str(path))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
@@ -267,11 +268,12 @@ def test_main_lays_the_default_targets_out_in_the_suffixs_format(
         tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, fmt: str) -> None:
     out = tmp_path / "elsewhere" / name
     (tmp_path / "work").mkdir()
-    monkeypatch.chdir(tmp_path / "work")  # a relative -o would land here, not in `out`
+    monkeypatch.chdir(tmp_path / "work")  # a relative output would land here, not in `out`
     rulegraph.main([str(out)])
     assert (tools / "args").read_text().splitlines()[-2:] == ["--", "results/paper/digits/index.md"]
-    assert (tools / "dot_args").read_text().splitlines() == [f"-T{fmt}", "-o", str(out)]
+    assert (tools / "dot_args").read_text().splitlines() == [f"-T{fmt}"]
     assert out.read_text() == STABLE
+    assert list(out.parent.iterdir()) == [out]  # no temporary file left beside it
     assert list((tmp_path / "work").iterdir()) == []
 
 

@@ -5,11 +5,15 @@
 """
 from __future__ import annotations
 
-import contextlib
+import errno
+import os
 import re
 import sys
 from pathlib import Path
 from typing import NoReturn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this repo's package
+from wscat.io import write_text  # noqa: E402
 
 
 def refuse(message: str) -> NoReturn:
@@ -45,14 +49,11 @@ def main(argv: list[str]) -> None:
     readme = read(readme_path, "README")
     for table in tables:
         readme = paste(readme, table, read(Path(table), "table"))
-    tmp = readme_path.with_name(f".{readme_path.name}.tmp")
-    try:  # the README is replaced whole or not at all
-        tmp.write_text(readme)
-        tmp.replace(readme_path)
+    try:  # the README is replaced whole or not at all, its temporary file gone even on Ctrl-C
+        write_text(readme_path, readme)
     except OSError as error:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        refuse(f"cannot write {readme_path} ({error.strerror or error}); make its folder "
+        why = os.strerror(error.errno) if error.errno in errno.errorcode else error.strerror
+        refuse(f"cannot write {readme_path} ({why or error}); make its folder "
                "writable, then run again")
     print(f"pasted {', '.join(tables)} into {readme_path}")
 

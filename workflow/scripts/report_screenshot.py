@@ -17,6 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this repo's package
+from wscat.errors import OutputError  # noqa: E402
+from wscat.io import check_writable, guard_outputs  # noqa: E402
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 
@@ -31,7 +35,10 @@ def find_chromium() -> str | None:
 
 def screenshot(report: Path, png: Path, *, category: str | None = "Per-run metrics",
                width: int = 1280, height: int = 720, timeout: int = 120) -> Path:
-    """Render `report` (opened at `category`, or at its start page when None) into `png`."""
+    """Render `report` (opened at `category`, or at its start page when None) into `png`.
+    A `png` that is the report, or that cannot be written, is refused before Chromium is sought."""
+    guard_outputs({"the report": report}, {"the screenshot": png})
+    check_writable(png)
     browser = find_chromium()
     if browser is None:
         raise FileNotFoundError(f"no Chromium on PATH (tried {', '.join(BROWSERS)}); "
@@ -105,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         screenshot(args.report, args.png, category=args.category or None, width=width,
                    height=height)
-    except BadInput as error:
-        print(f"report_screenshot: {error}", file=sys.stderr)
+    except (BadInput, OutputError) as error:  # OutputError: the PNG is the report, or unwritable
+        why = error.strerror if isinstance(error, OutputError) else error
+        print(f"report_screenshot: {why}", file=sys.stderr)
         return 2
     except (OSError, RuntimeError) as error:  # no Chromium, or Chromium failed
         print(f"report_screenshot: {error}", file=sys.stderr)

@@ -15,6 +15,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: its Snakefile
+sys.path.insert(0, str(ROOT))  # this repo's package
+from wscat.errors import OutputError, os_error_line  # noqa: E402
+from wscat.io import atomic_path, check_writable  # noqa: E402
+
 DEFAULT_TARGETS = ["results/paper/digits/index.md"]
 
 
@@ -44,22 +48,29 @@ def stable(dot_text: str) -> str:
 
 
 def render(dot_text: str, out: Path) -> None:
-    """Lay the graph out with `dot` into `out` (format from its suffix)."""
+    """Lay the graph out with `dot` into `out` (format from its suffix). `dot` writes to stdout
+    and `out` is replaced whole once it succeeded: a failed or killed `dot` leaves it as it was."""
     dot = shutil.which("dot")
     if dot is None:
         raise SystemExit("rulegraph: Graphviz's `dot` is not installed "
                          "(e.g. apt-get install graphviz)")
-    out.parent.mkdir(parents=True, exist_ok=True)
     fmt = out.suffix.lstrip(".")
-    done = subprocess.run([dot, f"-T{fmt}", "-o", str(out)], input=dot_text, text=True,
-                          capture_output=True)
+    done = subprocess.run([dot, f"-T{fmt}"], input=dot_text.encode(), capture_output=True)
     if done.returncode != 0:
-        raise SystemExit(f"rulegraph: dot -T{fmt} failed:\n{done.stderr.strip()}")
+        why = done.stderr.decode(errors="replace").strip()
+        raise SystemExit(f"rulegraph: dot -T{fmt} failed:\n{why}")
+    try:
+        with atomic_path(out) as tmp:
+            tmp.write_bytes(done.stdout)
+    except OSError as error:
+        why = (error.strerror if isinstance(error, OutputError)
+               else f"cannot write {out}: {os_error_line(error, out)}")
+        raise SystemExit(f"rulegraph: {why}") from None
 
 
 def main(argv: list[str]) -> None:
-    """Bad arguments: one line, exit 2, before Snakemake runs; a missing tool or a failed run of
-    Snakemake or `dot`: its message, exit 1."""
+    """Bad arguments (an OUT that cannot be written too): one line, exit 2, before Snakemake runs;
+    a missing tool or a failed run of Snakemake or `dot`: its message, exit 1."""
     if not argv or argv[0].startswith("-"):
         print("usage: rulegraph.py OUT.svg [TARGET ...]", file=sys.stderr)
         raise SystemExit(2)
@@ -67,6 +78,11 @@ def main(argv: list[str]) -> None:
         print(f"rulegraph: {argv[0]} has no suffix to pick the format from (.svg, .png, .pdf)",
               file=sys.stderr)
         raise SystemExit(2)
+    try:
+        check_writable(argv[0])
+    except OutputError as error:
+        print(f"rulegraph: {error.strerror}", file=sys.stderr)
+        raise SystemExit(2) from None
     render(rule_graph(argv[1:] or DEFAULT_TARGETS), Path(argv[0]))
 
 
