@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +90,23 @@ def write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
+def write_texts(texts: Mapping[str | Path, str]) -> None:
+    """write_text for files that belong together (a table's .tex, .csv and .md): each is written
+    to its temporary file before any is renamed into place, so a write that fails (a full disk,
+    Ctrl-C) leaves every one of them as it was, never some new beside others old."""
+    with ExitStack() as stack:
+        for path, text in texts.items():
+            stack.enter_context(atomic_path(path)).write_text(text)
+
+
+def json_text(data: Any) -> str:
+    """What write_json writes: pretty-printed with sorted keys, one trailing newline."""
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
 def write_json(path: str | Path, data: Any) -> None:
     """Write JSON atomically, pretty-printed with sorted keys (diff-friendly, deterministic)."""
-    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_text(path, json_text(data))
 
 
 def read_json_object(path: str | Path, what: str, remedy: str) -> dict[str, Any]:

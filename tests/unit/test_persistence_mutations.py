@@ -425,6 +425,30 @@ def test_a_failed_torch_save_is_a_full_disk_only_when_the_disk_is_full(
     assert path.read_bytes() == b"previous" and os.listdir(tmp_path) == ["last.pt"]
 
 
+def test_files_written_together_change_together_or_not_at_all(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_texts: the second file's write fails (a full disk): the first is not replaced
+    either, and no temporary file is left; on success both hold the new text."""
+    first, second = tmp_path / "t.tex", tmp_path / "t.csv"
+    first.write_text("old tex")
+    real = Path.write_text
+
+    def full_disk(self: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        if self.name.startswith(".t.csv."):
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError) as error:
+        io.write_texts({first: "new tex", second: "new csv"})
+    assert error.value.filename == str(second)  # the file asked for, not the temporary one
+    assert first.read_text() == "old tex" and sorted(os.listdir(tmp_path)) == ["t.tex"]
+    monkeypatch.undo()
+    io.write_texts({first: "new tex", second: "new csv"})
+    assert (first.read_text(), second.read_text()) == ("new tex", "new csv")
+    assert sorted(os.listdir(tmp_path)) == ["t.csv", "t.tex"]
+
+
 def test_the_same_state_saved_twice_is_the_same_bytes(tmp_path: Path) -> None:
     """Same params + seed -> the same files (DVC hashes best.pt): the archive's bytes may not
     carry the random name of the temporary file it was written to, nor the target's own name."""

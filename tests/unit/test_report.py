@@ -91,6 +91,32 @@ def parse_tabular(tex: str) -> tuple[str, list[list[str]], list[int]]:
     return spec, rows, midrules
 
 
+def test_a_table_write_that_fails_changes_none_of_its_files(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The .tex, .csv, .md (paired files too) and summary of one table belong together: a failed
+    write of the last (a full disk) leaves the earlier render's files as they were."""
+    files = make_metrics(tmp_path / "metrics")
+    out = tmp_path / "out"
+    paths = {"tex_path": out / "digits.tex", "csv_path": out / "digits.csv",
+             "summary_path": out / "digits.json"}
+    out.mkdir()
+    for path in paths.values():
+        path.write_text("an earlier render")
+    real = Path.write_text
+
+    def full_disk(self: Path, text: str, *args, **kwargs) -> int:
+        if self.name.startswith(".digits.json."):
+            raise OSError(28, "No space left on device", str(self))
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError):
+        write_table(experiment="digits", dataset="digits", model="cnn", metrics_files=files,
+                    methods=METHODS, display_names=DISPLAY, adversarial=ADVERSARIAL, **paths)
+    assert {path.read_text() for path in paths.values()} == {"an earlier render"}
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in paths.values())
+
+
 def test_csv_and_summary_match_hand_computed(tmp_path: Path) -> None:
     paths = build(tmp_path, make_metrics(tmp_path / "metrics"))
     with paths["csv_path"].open(newline="") as handle:

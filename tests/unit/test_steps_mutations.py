@@ -851,6 +851,26 @@ def test_pseudo_labels_and_their_record(params: dict[str, Any], split_file: Path
     assert json.loads((tmp_path / "p.json").read_text()) == report
 
 
+def test_pseudo_labels_and_their_record_are_written_together(
+        params: dict[str, Any], split_file: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The labels and their report belong together (Snakemake's two outputs): a report that
+    cannot be written (a full disk) leaves no new labels beside an old report."""
+    (tmp_path / "p.npz").write_bytes(b"earlier labels")
+    real = Path.write_text
+
+    def full_disk(self: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        if self.name.startswith(".p.json."):
+            raise OSError(28, "No space left on device", str(self))
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError):
+        _pseudo(params, split_file, tmp_path, monkeypatch, _meta(params, "mt"), model="cnn")
+    assert (tmp_path / "p.npz").read_bytes() == b"earlier labels"
+    assert not (tmp_path / "p.json").exists()
+
+
 @pytest.mark.parametrize("changes, model, needle", [
     ({"seed": 2}, None, "holds mt seed 2"),
     ({"training_fingerprint": "f" * 16}, "cnn", "trained with other params"),

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from wscat.config import falls_short, reach
-from wscat.io import write_json, write_text
+from wscat.io import json_text, write_texts
 from wscat.metrics import ATTACKS, harmonic_mean, is_percent
 from wscat.report.cells import (EXTRA_METRICS, METRICS, bold_caption, bold_leads, latex_escape,
                                 row_name, shown, shown_cells, tex_cell)
@@ -485,7 +485,5 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
             outputs[paired_tex_path] = markdown.paired_tex(comparison, display_names,
                                                            label=f"Tab-paired-{experiment}",
                                                            reference=reference)
-    for path, text in outputs.items():
-        write_text(path, text)
-    write_json(summary_path, means)
+    write_texts({**outputs, summary_path: json_text(means)})  # all of them or none
     return compared

@@ -12,7 +12,7 @@ from typing import Any
 
 from wscat import paths
 from wscat.errors import is_text_file, require_file
-from wscat.io import check_writable, guard_outputs, write_text
+from wscat.io import check_writable, guard_outputs, write_text, write_texts
 from wscat.report import paper
 
 # The results files the paper's tables and figures read, and the step that writes each (the
@@ -129,8 +129,7 @@ def run_table(params: dict[str, Any], *, tier: str, label: str, results: str, te
     require(files)
     check_metrics(params, files)
     tex_text, table = build(params, tier, label, results)
-    write_text(csv, table)
-    write_text(tex, tex_text)
+    write_texts({csv: table, tex: tex_text})
 
 
 def run_compare(*, label: str, table_csv: Path, paper_cells: tuple[str, str] | None, tex: Path,
@@ -146,8 +145,7 @@ def run_compare(*, label: str, table_csv: Path, paper_cells: tuple[str, str] | N
         raise ValueError(f"--label {label}: {table_csv} holds table {', '.join(tables)}; pass "
                          "the label of the table it holds")
     tex_text, table = render(rows, label, paper_cells)
-    write_text(csv, table)
-    write_text(tex, tex_text)
+    write_texts({csv: table, tex: tex_text})
 
 
 def check_table_csv(table_csv: Path) -> None:

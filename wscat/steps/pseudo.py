@@ -13,7 +13,7 @@ from wscat.data import load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
 from wscat.inference import load_model, outputs_of, predict
 from wscat.file_kinds import check_input_kind
-from wscat.io import atomic_path, check_writable, guard_outputs, write_json
+from wscat.io import atomic_path, check_writable, guard_outputs, json_text
 from wscat.provenance import versions
 from wscat.training import threads
 from wscat.workflow import split_params, training_fingerprint
@@ -59,12 +59,12 @@ def run(params: dict[str, Any], *, dataset: str, seed: int, split_path: Path,
               "manifest": {"checkpoint": str(checkpoint), "checkpoint_epoch": meta["epoch"],
                            "ema": True, "mode": "eval", "versions": versions(),
                            **threads.manifest_entry(meta, device, "pseudo_labelling")}}
-    with atomic_path(out) as tmp:
+    with atomic_path(out) as tmp, atomic_path(metrics) as report_tmp:  # both or neither
         with open(tmp, "wb") as handle:
             np.savez(handle, indices=split.unlabelled, pseudo_labels=predicted.numpy(),
                      labeler=np.array(labeler),  # both checked by the training that reads them
                      labeler_training=np.array(meta.get("training_fingerprint") or ""),
                      dataset=np.array(dataset), seed=np.array(seed),  # whose file it is
                      **({} if model is None else {"model": np.array(model)}))
-    write_json(metrics, report)
+        report_tmp.write_text(json_text(report))
     return report
