@@ -14,23 +14,15 @@ interrupted write leaves the earlier file and no temporary one).
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.unit.test_workflow_scripts_mutations import executable
 from workflow.scripts import dvc_yaml, readme_tables, report_screenshot, rulegraph
 
-SH = "#!/bin/sh\nPATH=/usr/bin:/bin\n"
 GRAPH = 'digraph g {\n\t0[label = "all"];\n\t1[label = "table"];\n\t1 -> 0\n}\n'
-
-
-def executable(path: Path, body: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(SH + body)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
 
 
 def one_line_exit_2(capsys: pytest.CaptureFixture[str], prefix: str, call) -> str:
