@@ -65,6 +65,10 @@ def save_tensors(path: str | Path, obj: Any) -> None:
         try:
             with open(tmp, "wb") as handle:
                 torch.save(obj, handle)
+        except OSError as error:  # a write to the handle fails as itself, naming no file
+            if error.filename is None:
+                error.filename = str(path)
+            raise
         except RuntimeError as error:  # torch's zip writer reports a failed write this way
             if not disk_full(tmp):
                 raise

@@ -93,7 +93,11 @@ def write_text(path: str | Path, text: str) -> None:
 def write_texts(texts: Mapping[str | Path, str]) -> None:
     """write_text for files that belong together (a table's .tex, .csv and .md): each is written
     to its temporary file before any is renamed into place, so a write that fails (a full disk,
-    Ctrl-C) leaves every one of them as it was, never some new beside others old."""
+    Ctrl-C) leaves every one of them as it was, never some new beside others old. One file named
+    twice (`a.csv` and `./a.csv`) is a ValueError: which text would win is no choice to leave."""
+    named = [os.path.abspath(path) for path in texts]
+    if len(set(named)) < len(named):
+        raise ValueError(f"write_texts: one file named twice among {', '.join(map(str, texts))}")
     with ExitStack() as stack:
         for path, text in texts.items():
             stack.enter_context(atomic_path(path)).write_text(text)

@@ -44,7 +44,7 @@ SUMMARY = "results/metrics/{experiment}.json"
 # against eps and steps, from their extra metrics files (`wscat robustness-curves`).
 ROBUSTNESS = "results/robustness-curves/{experiment}"
 ROBUSTNESS_PDF, ROBUSTNESS_PNG = ROBUSTNESS + ".pdf", ROBUSTNESS + ".png"
-ROBUSTNESS_CSV = ROBUSTNESS + ".csv"  # the numbers the figure plots, a row per point
+ROBUSTNESS_CSV = ROBUSTNESS + ".csv"  # the numbers the figure plots
 
 PAPER = "results/paper/{tier}"  # a tier's tables, companions, figures and index.md
 PAPER_TABLE = PAPER + "/{label}"
@@ -53,7 +53,7 @@ PAPER_COMPARE = PAPER_TABLE + "-vs-paper"  # beside the paper's own numbers
 PAPER_COMPARE_TEX, PAPER_COMPARE_CSV = PAPER_COMPARE + ".tex", PAPER_COMPARE + ".csv"
 PAPER_FIGURE = PAPER + "/{figure}"
 PAPER_FIGURE_PDF, PAPER_FIGURE_PNG = PAPER_FIGURE + ".pdf", PAPER_FIGURE + ".png"
-PAPER_FIGURE_CSV = PAPER_FIGURE + ".csv"  # the numbers the figure plots, a row per point
+PAPER_FIGURE_CSV = PAPER_FIGURE + ".csv"  # the numbers the figure plots
 PAPER_INDEX = PAPER + "/index.md"
 # What Fig-similarity and Fig-feature show on one dataset (the analysis step, `wscat analyse`).
 ANALYSIS = "results/analysis/{tier}/{figure}/{dataset}.npz"

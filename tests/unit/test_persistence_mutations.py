@@ -449,6 +449,29 @@ def test_files_written_together_change_together_or_not_at_all(
     assert sorted(os.listdir(tmp_path)) == ["t.csv", "t.tex"]
 
 
+def test_one_file_named_twice_is_no_pair_to_write(tmp_path: Path) -> None:
+    """`a.csv` and `./a.csv` are one file: refused before anything is written."""
+    with pytest.raises(ValueError, match="one file named twice"):
+        io.write_texts({str(tmp_path / "a.csv"): "first", tmp_path / "." / "a.csv": "second"})
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_checkpoint_write_that_fills_the_disk_names_the_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.save into a handle on a full device (/dev/full) fails as an OSError that names no
+    file: the error names the checkpoint asked for, and the previous file stays."""
+    import builtins
+
+    path = tmp_path / "last.pt"
+    path.write_bytes(b"previous")
+    monkeypatch.setattr(checkpoint, "open", lambda where, mode: builtins.open("/dev/full", mode),
+                        raising=False)
+    with pytest.raises(OSError) as error:
+        checkpoint.save_tensors(path, {"w": torch.zeros(4096)})
+    assert error.value.errno == errno.ENOSPC and error.value.filename == str(path)
+    assert path.read_bytes() == b"previous" and os.listdir(tmp_path) == ["last.pt"]
+
+
 def test_the_same_state_saved_twice_is_the_same_bytes(tmp_path: Path) -> None:
     """Same params + seed -> the same files (DVC hashes best.pt): the archive's bytes may not
     carry the random name of the temporary file it was written to, nor the target's own name."""

@@ -292,7 +292,9 @@ def test_a_failed_write_leaves_no_partial_file_and_names_the_target(
             return real(source, target)
         calls.append(target)
         if len(calls) == 3:
-            raise OSError(28 if fails == "copy" else 1, "it failed", str(target))
+            if fails == "copy":
+                raise OSError(28, "it failed", str(target))
+            raise OSError(1, "it failed", str(source), str(target))  # as os.replace names them
         return real(source, target)
 
     if fails == "copy":

@@ -93,7 +93,7 @@ def parse_tabular(tex: str) -> tuple[str, list[list[str]], list[int]]:
 
 def test_a_table_write_that_fails_changes_none_of_its_files(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """The .tex, .csv, .md (paired files too) and summary of one table belong together: a failed
+    """The .tex, .csv and summary of one table (its .md and paired files too) belong together: a failed
     write of the last (a full disk) leaves the earlier render's files as they were."""
     files = make_metrics(tmp_path / "metrics")
     out = tmp_path / "out"

@@ -148,7 +148,8 @@ def test_report_screenshot_refuses_the_report_as_the_picture(chromium: Path, cap
 @pytest.mark.parametrize("png", ["r", "r/report.html/shot.png"])
 def test_report_screenshot_refuses_an_unwritable_picture_before_chromium(chromium: Path, capsys,
                                                                          png: str) -> None:
-    """A folder, or a path under a file: Chromium ran first, then the rename failed (exit 1)."""
+    """A folder, or a path under a file: refused (one line, exit 2) before Chromium runs; it
+    once ran first, and then the rename failed (exit 1)."""
     assert report_screenshot.main(["r/report.html", png]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"report_screenshot: cannot write {png}") and err.count("\n") == 1, err

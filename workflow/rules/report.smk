@@ -74,6 +74,7 @@ rule robustness_curves:
             paths.ROBUSTNESS_PNG,
             caption="../report/robustness_curves.rst",
             category="Robustness curves",
+            subcategory="the curves",
             labels={"experiment": "{experiment}"},
         ),
         csv=report(
