@@ -95,6 +95,23 @@ def test_dvc_yaml_refuses_a_folder_or_a_path_under_a_file(root: Path, renders: l
     assert renders == []
 
 
+@pytest.mark.parametrize("content", [b"import os\n", b"", b"\xff\xfe binary"])
+def test_dvc_yaml_keeps_a_file_it_did_not_write(root: Path, renders: list[Path], capsys,
+                                                content: bytes) -> None:
+    """`--output wscat/io.py` (any file the script did not generate: a source file, yours, an
+    empty one) is refused before Snakemake runs; one it generated is replaced."""
+    mine = root / "workflow/mine.py"
+    mine.write_bytes(content)
+    err = one_line_exit_2(capsys, "dvc_yaml: --output ", lambda: dvc_yaml.main(
+        ["--root", str(root), "--output", str(mine)]))
+    assert "a file this script did not write" in err and "delete it first" in err
+    assert mine.read_bytes() == content and renders == []
+    generated = root / "dvc.yaml"
+    generated.write_text(dvc_yaml.HEADER + "stages: {}\n")
+    assert dvc_yaml.main(["--root", str(root), "--output", str(generated)]) == 0
+    assert generated.read_text() == "stages:\n  demo: {}\n"
+
+
 def test_dvc_yaml_writes_into_a_new_folder(root: Path) -> None:
     assert dvc_yaml.main(["--root", str(root), "--output", str(root / "new/dvc.yaml")]) == 0
     assert (root / "new/dvc.yaml").read_text() == "stages:\n  demo: {}\n"
@@ -104,11 +121,12 @@ def test_dvc_yaml_writes_into_a_new_folder(root: Path) -> None:
 
 def test_dvc_yaml_interrupted_leaves_the_earlier_file(root: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    (root / "dvc.yaml").write_text("earlier\n")
+    earlier = dvc_yaml.HEADER + "stages: {}\n"  # one it wrote before
+    (root / "dvc.yaml").write_text(earlier)
     interrupt_writes(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         dvc_yaml.main(["--root", str(root)])
-    assert (root / "dvc.yaml").read_text() == "earlier\n"
+    assert (root / "dvc.yaml").read_text() == earlier
     assert sorted(p.name for p in root.iterdir()) == ["Snakefile", "dvc.yaml", "params.yaml",
                                                       "workflow"]
 

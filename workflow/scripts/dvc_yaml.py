@@ -288,6 +288,18 @@ def stale_line(output: Path, current: str, text: str, command: str) -> str:
             f"{output.name}`), and run again")
 
 
+def generated_or_new(output: Path) -> bool:
+    """Whether `output` may be written: not there yet, or a dvc.yaml this script wrote (its
+    first line, the same since the first one)."""
+    if not output.exists():
+        return True
+    try:
+        with open(output, "rb") as handle:
+            return handle.readline().decode("utf-8", "replace") == HEADER.splitlines(True)[0]
+    except OSError:
+        return False
+
+
 def refuse(message: str) -> NoReturn:
     """Bad input (params, experiments, the root): one line on stderr, exit 2, nothing written."""
     print(f"dvc_yaml: {message}", file=sys.stderr)
@@ -342,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
         check_writable(output)
     except OutputError as error:
         refuse(error.strerror)
+    if not generated_or_new(output):  # a file of the package, the workflow or yours: kept
+        refuse(f"--output {output} is a file this script did not write (its first line is not "
+               f"{HEADER.splitlines()[0]!r}); pass another path, or delete it first")
     text = render(root, args.experiments, args.all)
     try:
         write_text(output, text)
