@@ -676,7 +676,7 @@ def seed_folder(out: Path, seeds_dir: Path) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from wscat.cli import Parser, seed_value
+    from wscat.cli import Parser, seed_value, sigterm_as_interrupt
 
     parser = Parser(prog="proxy_table", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds-dir", type=Path, default=SEEDS_DIR,
@@ -694,8 +694,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         expected = args.expect or load_params(ROOT / "params.yaml")["experiments"][EXPERIMENT][
             "seeds"]
-        written = render(args.seeds_dir, args.out or args.seeds_dir / "table", expected,
-                         args.require_all)
+        with sigterm_as_interrupt():  # `timeout`'s SIGTERM cleans up as Ctrl-C does
+            written = render(args.seeds_dir, args.out or args.seeds_dir / "table", expected,
+                             args.require_all)
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - one line for bad input
         line = describe(error)
         if line is None:

@@ -812,7 +812,7 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """While a step runs, SIGTERM raises `Terminated` (a KeyboardInterrupt) in the main thread,
     so it ends as Ctrl-C does: locks released, partial outputs removed, one line, exit 143."""
     if threading.current_thread() is not threading.main_thread():
@@ -836,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED
     keep_freed_memory()  # fewer page faults per tensor op; the same bits (wscat/memory.py)
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             run(args)
         sys.stdout.flush()
     except BrokenPipeError:

@@ -310,6 +310,34 @@ def test_a_failed_write_leaves_no_partial_file_and_names_the_target(
         assert list(out.iterdir()) == []
 
 
+def test_sigterm_while_writing_cleans_up_as_ctrl_c_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """`timeout` (SIGTERM) while the table's files are copied into out: no .partial file is
+    left, nothing replaced, one line and exit 143 (it used to die where it stood)."""
+    import signal
+
+    seeds, out = tmp_path / "seeds", tmp_path / "out"
+    for seed in (1, 2, 3):
+        make_seed(seeds, seed)
+    Drawn(monkeypatch)
+    real, calls = proxy_table.shutil.copyfile, []
+
+    def terminated(source: Any, target: Any) -> Any:
+        if Path(target).parent == out:
+            calls.append(target)
+            if len(calls) == 3:
+                os.kill(os.getpid(), signal.SIGTERM)
+        return real(source, target)
+
+    monkeypatch.setattr(proxy_table.shutil, "copyfile", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    code = proxy_table.main(["--seeds-dir", str(seeds), "--out", str(out), "--expect", "1", "2",
+                             "3"])
+    err = capsys.readouterr().err
+    assert code == 143 and err.startswith("proxy_table: error: ") and err.count("\n") == 1, err
+    assert list(out.iterdir()) == [] and signal.getsignal(signal.SIGTERM) == before
+
+
 def test_what_reaches_the_figures(three) -> None:
     drawn = three["drawn"]
     plotted, _, kwargs = drawn["paired"]
