@@ -101,6 +101,14 @@ def os_error_line(error: OSError, path: object | None = None) -> str:
     return f"{reason}: {where}"
 
 
+def write_error_line(error: OSError, path: object) -> str:
+    """A failed write of `path` as one line: an OutputError's own message (it names the path),
+    any other OSError as "cannot write PATH: " and os_error_line's."""
+    if isinstance(error, OutputError):
+        return os_error_line(error)
+    return f"cannot write {path}: {os_error_line(error, path)}"
+
+
 def _permission_fix(where: str) -> str:
     """What to do about a permission refused on `where`: a file this user cannot read is an
     input (wscat writes its outputs through a new file in their folder), to make readable; a

@@ -45,7 +45,7 @@ from wscat import own_method, paths  # noqa: E402  (this repo's package)
 from wscat import targets  # noqa: E402
 from wscat import workflow as wf  # noqa: E402
 from wscat.config import ConfigError, load_params, method_for  # noqa: E402
-from wscat.errors import OutputError, os_error_line  # noqa: E402
+from wscat.errors import OutputError, write_error_line  # noqa: E402
 from wscat.io import check_writable, guard_outputs, write_text  # noqa: E402
 
 HEADER = """\
@@ -361,8 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         write_text(output, text)
     except OSError as error:
-        refuse(error.strerror if isinstance(error, OutputError)
-               else f"cannot write {output}: {os_error_line(error, output)}")
+        refuse(write_error_line(error, output))
     return 0
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: its Snakefile
 sys.path.insert(0, str(ROOT))  # this repo's package
-from wscat.errors import OutputError, os_error_line  # noqa: E402
+from wscat.errors import OutputError, write_error_line  # noqa: E402
 from wscat.io import atomic_path, check_writable  # noqa: E402
 
 DEFAULT_TARGETS = ["results/paper/digits/index.md"]
@@ -63,9 +63,7 @@ def render(dot_text: str, out: Path) -> None:
         with atomic_path(out) as tmp:
             tmp.write_bytes(done.stdout)
     except OSError as error:
-        why = (error.strerror if isinstance(error, OutputError)
-               else f"cannot write {out}: {os_error_line(error, out)}")
-        raise SystemExit(f"rulegraph: {why}") from None
+        raise SystemExit(f"rulegraph: {write_error_line(error, out)}") from None
 
 
 def main(argv: list[str]) -> None:
