@@ -151,6 +151,12 @@ def read_other(path: Path, epochs: int) -> dict[str, Any]:
             and isinstance(other.get("settings"), dict)):
         raise Refused(f"--compare {path}: not this script's JSON (no machine and settings); "
                       "give the .json an earlier --out wrote")
+    for name, run in other["settings"].items():
+        digests = run.get("digests") if isinstance(run, dict) else None
+        if not (isinstance(digests, list) and digests
+                and all(isinstance(d, str) for d in digests)):
+            raise Refused(f"--compare {path}: setting '{name}' holds no digests; give the .json "
+                          "an earlier --out wrote, unedited")
     if other.get("epochs") != epochs:
         raise Refused(f"--compare {path}: its runs trained {other.get('epochs')} epochs, these "
                       f"{epochs}; run with --epochs {other.get('epochs')}")

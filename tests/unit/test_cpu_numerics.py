@@ -87,6 +87,9 @@ def test_bad_arguments_are_refused_in_one_line(argv: list[str], says: str, tmp_p
 @pytest.mark.parametrize(("text", "says"), [
     ("{not json", "not readable as this script's JSON"),
     ('{"a": 1}', "not this script's JSON"),
+    ('{"machine": {}, "settings": {"default": {"digests": []}}, "epochs": 3}',
+     "setting 'default' holds no digests"),
+    ('{"machine": {}, "settings": {"default": 1}, "epochs": 3}', "holds no digests"),
     ('{"machine": {}, "settings": {}, "epochs": 5}', "trained 5 epochs, these 3; run with "
                                                      "--epochs 5"),
 ])
