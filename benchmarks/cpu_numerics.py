@@ -36,8 +36,9 @@ sys.path.insert(0, str(ROOT))
 from demo_profile import _cpu_model  # noqa: E402 - a sibling script
 
 # name -> (environment, oneDNN on). The last: every kernel family held to a choice that does not
-# depend on the CPU's instruction set beyond AVX2 (MKL's COMPATIBLE branch is its only one that
-# its documentation promises on non-Intel CPUs).
+# depend on the CPU's instruction set beyond AVX2 (MKL's COMPATIBLE branch, SSE2 without
+# rcpps/rsqrtps: oneMKL's developer guide says its AVX2 branch falls back to the CPU's own
+# dispatch on a non-Intel CPU).
 SETTINGS: dict[str, tuple[dict[str, str], bool]] = {
     "default": ({}, True),
     "ATen AVX2": ({"ATEN_CPU_CAPABILITY": "avx2"}, True),
