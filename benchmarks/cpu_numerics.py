@@ -178,8 +178,8 @@ def render(record: dict[str, Any], other: dict[str, Any] | None, command: str) -
              f"here: {box['aten_capability']} (AVX2 {'yes' if box['avx2'] else 'no'}, AVX-512 "
              f"{'yes' if box['avx512f'] else 'no'}); {record['date']}. Each setting trained "
              f"{len(next(iter(runs.values()))['digests'])} times, each a fresh process on one "
-             "thread; `weights` is best.pt's digest (a metrics file's `weights_sha256`); `seconds`: each "
-             "training's process, ~2 s of start-up included."]
+             "thread; `weights` is best.pt's digest (a metrics file's `weights_sha256`); "
+             "`seconds`: each training's process, ~2 s of start-up included."]
     if other is not None:
         lines.append(f"Compared with {other['machine'].get('cpu')} (ATen's kernels "
                      f"{other['machine'].get('aten_capability')}, torch "
@@ -192,7 +192,8 @@ def render(record: dict[str, Any], other: dict[str, Any] | None, command: str) -
     for name, run in runs.items():
         env = " ".join(f"{k}={v}" for k, v in run["env"].items()) or "(none)"
         digest = _same(run["digests"])
-        same = "-" if name == "default" else ("yes" if digest == default else "no")
+        same = ("-" if name == "default" or default is None  # the default not run: no baseline
+                else "yes" if digest == default else "no")
         row = (f"| {name} | {env} | {'on' if run['onednn'] else 'off'} | {digest} | {same} | "
                f"{' / '.join(f'{s:.1f}' for s in run['seconds'])} |")
         if other is not None:

@@ -65,6 +65,10 @@ def test_another_machines_json_is_compared_setting_by_setting(tmp_path: Path, ca
     found = rows(capsys.readouterr().out)
     assert found["default"][-2:] == ["aa", "yes"]
     assert found["oneDNN off"][-2:] == ["not run", "no"]
+    # Without the default here, no row claims to differ from it.
+    assert main(["--settings", "oneDNN off", "--repeats", "1"],
+                stub({("oneDNN off", 0): "bb"})) == 0
+    assert rows(capsys.readouterr().out)["oneDNN off"][3] == "-"
 
 
 @pytest.mark.parametrize(("argv", "says"), [
