@@ -239,10 +239,9 @@ def main(argv: list[str] | None = None, train: Trainer | None = None) -> int:
     text = render(record, other, command.strip())
     print(text, end="")
     if args.out is not None:
-        from wscat.io import write_texts
+        from wscat.io import json_text, write_texts
 
-        write_texts({args.out: text, args.out.with_suffix(".json"):
-                     json.dumps(record, indent=1) + "\n"})
+        write_texts({args.out: text, args.out.with_suffix(".json"): json_text(record)})
     return 0
 
 
