@@ -16,18 +16,28 @@ of them) before a job starts: an order, not a dependency. `alongside` names jobs
 started (in the same round will do) before a job starts, and whose failure ends it: a step that
 reads another's output late, and waits for it (`wscat evaluate --part extra --core-wait` beside
 its core evaluation). The order changes timings only: every step is deterministic.
+
+SIGTERM (`timeout`, SLURM's time limit, `scancel`) or Ctrl-C ends a run as its deadline does: the
+running steps are killed, nothing new starts, and `run_jobs` returns, so its caller still writes
+what finished and a second call continues.
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REAP_S = 10.0  # how long to wait for the jobs killed at the deadline to end, in all
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# A step's exit status when a stop signal reached it too (`timeout` and Ctrl-C signal the whole
+# process group): `wscat` ends 143 on SIGTERM and 130 on Ctrl-C; a plain process dies of it.
+STOPPED_CODES = frozenset({143, 130, -signal.SIGTERM, -signal.SIGINT})
 
 
 @dataclass
@@ -104,10 +114,43 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
     back. `status(job)` adds a note (e.g. the epoch) to the periodic progress line, `note()` one
     about the machine (e.g. the GPU's memory in use). `since` (a `time.monotonic()` reading,
     default now) is where the clock of the progress lines and `deadline_s` start, so a caller
-    with set-up of its own can count them from its own start.
+    with set-up of its own can count them from its own start. SIGTERM or Ctrl-C (SIGINT) in
+    the main thread stops the run as the deadline does ("killed ... on SIGTERM"); the handlers
+    before the call are restored on return.
     """
+    stopped: list[str] = []  # the stop signals received, by name
+    with _stop_on_signals(stopped):
+        return _run(jobs, parallel=parallel, say=say, deadline_s=deadline_s, status=status,
+                    every_s=every_s, env=env, note=note, since=since, stopped=stopped)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stopped: list[str]) -> Iterator[None]:
+    """While run_jobs runs, a stop signal is noted in `stopped` instead of ending the runner
+    (outside the main thread, where no handler can be set, signals act as before)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, frame: object) -> None:
+        stopped.append(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, note) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
+         deadline_s: float | None, status: Callable[[Job], str] | None, every_s: float,
+         env: dict[str, str] | None, note: Callable[[], str] | None, since: float | None,
+         stopped: list[str]) -> list[Job]:
+    """run_jobs's loop; `stopped` fills with the names of the stop signals received."""
     by_name = {job.name: job for job in jobs}
     running: dict[str, subprocess.Popen] = {}
+    signalled: list[Job] = []  # steps that the stop signal itself ended, before their kill
     last = time.monotonic()
     t0 = last if since is None else since
     while True:
@@ -116,9 +159,10 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
             if proc.poll() is None:
                 continue
             job = by_name[name]
-            job.seconds = now - job.started
-            job.status = "done" if proc.returncode == 0 else "failed"
             del running[name]
+            if _ended(job, proc, now, stopped=bool(stopped)) == "killed":
+                signalled.append(job)  # ended by the stop signal: reported as killed below
+                continue
             say(_line(job, now - t0))
         for name, proc in list(running.items()):  # it would wait for an output never written
             job = by_name[name]
@@ -145,17 +189,22 @@ def run_jobs(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
                 elif _keeps(job, deps):
                     job.status, job.kept, changed = "done", True, True
                     say(f"[{_clock(now - t0)}] kept {job.name} (outputs exist)")
-        if deadline_s is not None and now - t0 > deadline_s:
+        if stopped or (deadline_s is not None and now - t0 > deadline_s):
+            why = (f"on {stopped[0]}" if stopped else f"at the {deadline_s:.0f} s deadline")
+            if stopped:
+                say(f"[{_clock(now - t0)}] {stopped[0]}: stopping; the running steps are "
+                    "killed and what finished is kept")
             for proc in running.values():
                 proc.kill()
             _reap(running, say)
             for name, proc in running.items():
                 job = by_name[name]
-                if _ended(job, proc, now) == "killed":
-                    say(f"[{_clock(now - t0)}] killed {name} at the {deadline_s:.0f} s deadline "
-                        f"({job.seconds:.0f} s)")
+                if _ended(job, proc, now, stopped=bool(stopped)) == "killed":
+                    signalled.append(job)
                 else:  # it had ended as the deadline came: as any ended step
                     say(_line(job, now - t0))
+            for job in signalled:
+                say(f"[{_clock(now - t0)}] killed {job.name} {why} ({job.seconds:.0f} s)")
             for job in jobs:
                 if job.status == "pending":
                     job.status = "skipped"
@@ -199,13 +248,15 @@ def _reap(running: dict[str, subprocess.Popen], say: Callable[[str], None],
             say(f"{name} (pid {proc.pid}) had not ended {timeout_s:.0f} s after it was killed")
 
 
-def _ended(job: Job, proc: subprocess.Popen, now: float) -> str:
-    """Record how a step sent SIGKILL had ended, once reaped, and return it: "done" where it had
-    exited 0 before the signal came (its outputs are whole: steps write atomically), "failed"
-    where it had exited otherwise, else "killed"; its seconds are how long it had run."""
+def _ended(job: Job, proc: subprocess.Popen, now: float, stopped: bool = False) -> str:
+    """Record how a step had ended, once reaped, and return it: "done" where it had exited 0
+    (its outputs are whole: steps write atomically), "killed" where SIGKILL ended it or, once
+    the run is `stopped`, a stop signal did (STOPPED_CODES), else "failed"; its seconds are how
+    long it had run."""
     code = proc.returncode
     job.seconds = now - job.started
-    job.status = ("killed" if code in (None, -signal.SIGKILL) else
+    job.status = ("killed" if code in (None, -signal.SIGKILL)
+                  or (stopped and code in STOPPED_CODES) else
                   "done" if code == 0 else "failed")
     return job.status
 

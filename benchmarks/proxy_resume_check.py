@@ -8,6 +8,10 @@ results. Every metrics file (accuracies, per-image flags, manifests) must match,
 path (it names the results folder) aside.
 
     .venv/bin/python benchmarks/proxy_resume_check.py --deadline 10 --work /tmp/proxy-resume
+
+`--stop-after S` cuts call 1 with `timeout S` instead (SIGTERM to its whole process group, as the
+device command's `timeout 590` does), with no deadline: call 1 must still write its summary
+and seed tarball (its `run.json` inside), and say which steps the signal killed.
 """
 from __future__ import annotations
 
@@ -33,6 +37,8 @@ def main() -> int:
     parser.add_argument("--deadline", type=int, default=10,
                         help="call 1's deadline, s (~40%% of an uninterrupted tiny run: it took "
                              "24 s whole on 2 cores on 2026-11-28, where 28 cut nothing)")
+    parser.add_argument("--stop-after", type=float, default=None, metavar="S",
+                        help="cut call 1 with `timeout S` (SIGTERM) instead of --deadline")
     parser.add_argument("--work", type=Path, required=True, help="an empty or new folder")
     args = parser.parse_args()
     if args.work.exists() and any(args.work.iterdir()):
@@ -52,14 +58,30 @@ def main() -> int:
     base = work / "params.yaml"
     base.write_text(yaml.safe_dump(params, sort_keys=False))
     npz = _npz_of(load_dataset(PROXY, load_params(base)["datasets"][PROXY]), work / "p.npz")
-    calls = [("cut", "out-1", ["--deadline", str(args.deadline)]), ("cut", "out-2", []),
-             ("whole", "out-whole", [])]
+    cut = [] if args.stop_after else ["--deadline", str(args.deadline)]
+    calls = [("cut", "out-1", cut), ("cut", "out-2", []), ("whole", "out-whole", [])]
     for results, out, extra in calls:
-        done = _proxy_script(work, base, npz, work / f"results-{results}", work / out, *extra)
+        if out == "out-1" and args.stop_after:
+            done = _proxy_script(work, base, npz, work / f"results-{results}", work / out,
+                                 prefix=("timeout", f"{args.stop_after:g}"))
+        else:
+            done = _proxy_script(work, base, npz, work / f"results-{results}", work / out, *extra)
         last = (done.stdout.strip().splitlines() or ["?"])[-2:]
         print(f"{out}: exit {done.returncode}; " + " / ".join(last), flush=True)
+        if out == "out-1" and args.stop_after:
+            if done.returncode != 124:  # timeout's status when its time ran out
+                sys.exit(f"proxy_resume_check: call 1 ended before --stop-after (exit "
+                         f"{done.returncode}); pass a shorter --stop-after")
+            missing = [name for name in ("summary.md", "seed1.tar.gz", "progress.log")
+                       if not (work / out / name).is_file()]
+            if missing or "SIGTERM: stopping" not in (work / out / "progress.log").read_text():
+                sys.exit(f"proxy_resume_check: the stopped call 1 left {work / out} without "
+                         f"{', '.join(missing) or 'the SIGTERM line in progress.log'}")
+            print(f"{out}: stopped by SIGTERM, it wrote summary.md and seed1.tar.gz (its "
+                  "run.json inside)", flush=True)
         if out == "out-1" and " killed " not in done.stdout:
-            sys.exit("proxy_resume_check: call 1 killed nothing; pass a shorter --deadline")
+            sys.exit("proxy_resume_check: call 1 killed nothing; pass a shorter "
+                     + ("--stop-after" if args.stop_after else "--deadline"))
         if out != "out-1" and done.returncode != 0:
             sys.exit(f"proxy_resume_check: {out} failed: {done.stderr[-2000:]}")
     cut = sorted((work / "results-cut/metrics").rglob("*.json"))

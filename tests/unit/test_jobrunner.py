@@ -294,3 +294,92 @@ def test_a_job_whose_partner_fails_is_ended_and_a_pending_one_skipped(tmp_path: 
     assert jobs[1].seconds < 30  # ended when its partner failed, not at the deadline
     assert any("killed extra a" in line and "evaluate a, beside it, did not finish" in line
                for line in lines), lines
+
+
+# A runner in its own process (its own session, so a signal to its group spares pytest's): a
+# step that ends at once, one that runs until stopped, and one that needs it; when run_jobs
+# returns it prints each step's status and what its handlers are again, then "after" (its
+# caller's writes: cifar10_proxy.py's summary and tarball).
+RUNNER = """
+import json, signal, sys, time
+from pathlib import Path
+sys.path.insert(0, {benchmarks!r})
+from jobrunner import Job, echo, run_jobs
+step = {step!r}
+quick = [sys.executable, "-c", "pass"]
+jobs = [Job("train quick", quick, log=Path({log!r}, "quick.log")),
+        Job("train slow", [sys.executable, "-c", step], ["train quick"], log=Path({log!r}, "slow.log")),
+        Job("evaluate slow", quick, ["train slow"], log=Path({log!r}, "eval.log"))]
+before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+run_jobs(jobs, parallel=2, say=echo(), deadline_s=60.0, every_s=0.5)
+restored = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+print(json.dumps({{"status": [job.status for job in jobs], "restored": restored,
+                   "seconds": jobs[1].seconds}}), flush=True)
+print("after", flush=True)
+"""
+# As `wscat` does: SIGTERM ends the step with 143 (Ctrl-C: 130); "ready" once it is set.
+WSCAT_LIKE = ("import signal, sys, time; "
+              "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143)); "
+              "signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); "
+              "open({ready!r}, 'w').close(); time.sleep(60)")
+
+
+def stopped_run(tmp_path: Path, sig: int, group: bool, step: str | None = None
+                ) -> tuple[dict[str, Any], list[str], subprocess.CompletedProcess]:
+    """Start RUNNER, wait until its slow step is ready, send `sig` to the runner alone or (as
+    `timeout` and Ctrl-C do) to its whole process group, and return its printed result, its
+    progress lines and the process."""
+    import json
+    import signal
+
+    ready = tmp_path / "ready"
+    step = step or WSCAT_LIKE.format(ready=str(ready))
+    code = RUNNER.format(benchmarks=str(ROOT / "benchmarks"), step=step, log=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        until = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < until and proc.poll() is None:
+            time.sleep(0.05)
+        assert ready.exists(), "the slow step never started"
+        os.killpg(proc.pid, sig) if group else os.kill(proc.pid, sig)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    lines = out.splitlines()
+    result = json.loads(next(line for line in lines if line.startswith("{")))
+    return result, lines, subprocess.CompletedProcess(proc.args, proc.returncode, out)
+
+
+@pytest.mark.parametrize("name, group", [("SIGTERM", True), ("SIGTERM", False),
+                                         ("SIGINT", True)])
+def test_a_stop_signal_ends_the_run_as_the_deadline_does(tmp_path: Path, name: str,
+                                                         group: bool) -> None:
+    """SIGTERM (`timeout`, SLURM, `kill`) or Ctrl-C: the running step is killed, the one after
+    it skipped, a finished one stays done, and run_jobs returns, so its caller still writes
+    what finished (issue 21's call stopped by `timeout` returned nothing); its handlers are put
+    back. Whether the step got the signal too (exit 143/130) or not (killed by the runner)."""
+    import signal
+
+    result, lines, proc = stopped_run(tmp_path, getattr(signal, name), group)
+    assert proc.returncode == 0 and lines[-1] == "after", proc.stdout
+    assert result["status"] == ["done", "killed", "skipped"], proc.stdout
+    assert result["restored"] and result["seconds"] > 0
+    assert any(f"{name}: stopping" in line for line in lines), lines
+    assert any(f"killed train slow on {name} (" in line for line in lines), lines
+    assert not any("failed" in line for line in lines), lines
+
+
+def test_a_step_ending_143_with_no_stop_signal_has_failed(tmp_path: Path) -> None:
+    """Only a stop signal makes an exit status of 143 or 130 "killed": a step that exits so of
+    its own accord failed, and the steps after it are skipped."""
+    jobs = [Job("train a", [sys.executable, "-c", "raise SystemExit(143)"],
+                log=tmp_path / "a.log"),
+            Job("evaluate a", [sys.executable, "-c", "pass"], ["train a"],
+                log=tmp_path / "b.log")]
+    lines: list[str] = []
+    run_jobs(jobs, parallel=2, say=lines.append, deadline_s=30.0)
+    assert [job.status for job in jobs] == ["failed", "skipped"]
+    assert any("] failed train a (" in line for line in lines), lines

@@ -272,9 +272,10 @@ def test_evaluations_after_training_wait_for_every_training_and_nothing_else(
     assert min(start for name, (start, _) in times.items() if name.startswith("curves")) < trained
 
 def _proxy_script(tmp: Path, base: Path, npz: Path, results: Path, out: Path,
-                  *extra: str) -> subprocess.CompletedProcess:
+                  *extra: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """The script on the tiny proxy; `prefix` goes before it (`timeout 10`)."""
     return subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--params", str(base),
+        [*prefix, sys.executable, str(ROOT / "benchmarks/cifar10_proxy.py"), "--params", str(base),
          "--npz", str(npz), "--seed", "1", "--jobs", "2", "--threads", "1",
          "--evaluations", "beside", "--results", str(results), "--out", str(out), *extra],
         cwd=tmp, capture_output=True, text=True, timeout=600)
