@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from wscat.checkpoint import CheckpointError, load_checkpoint
+from wscat.config import SIMILARITY_OBJECTIVES
 from wscat.errors import first_line
 from wscat.evaluation import accuracy, harmonic_mean
 from wscat.methods import StepContext, build_method
@@ -66,22 +67,38 @@ def wscat_examples(model: nn.Module, heads: Wscat, x: torch.Tensor, ctx: StepCon
 
 
 def adversarial_examples(objective: str, model: nn.Module, x: torch.Tensor, ctx: StepContext, *,
-                         heads: Wscat | None, blocks: int = 2) -> torch.Tensor:
-    """The AE a method's inner maximisation makes, by its objective, with `model` in eval mode."""
-    if objective in ("trades", "rlfat"):
-        x_adv = trades_attack(model, x, ctx)
-        model.eval()  # trades_attack leaves the model in train mode
-        return random_block_shuffle(x_adv, blocks, ctx.generator) if objective == "rlfat" else x_adv
+                         heads: Wscat | None, blocks: int = 2, batch_size: int | None = None
+                         ) -> torch.Tensor:
+    """The AE a method's inner maximisation makes, by its objective, with `model` in eval mode,
+    on batches of `batch_size` images in order (None: all at once), as in training: WSCAT's l_con
+    (Eq. 7) sums over the current batch, not the whole set (Sec. 4.1.3), and a batch of the
+    paper tier's 10,000 images at once would not fit in a GPU's memory."""
+    if objective not in SIMILARITY_OBJECTIVES:
+        raise ValueError(f"Fig-similarity compares AEs of TRADES-, RLFAT- and WSCAT-type "
+                         f"methods, not objective '{objective}'")
+    size = len(x) if batch_size is None else batch_size
+    return torch.cat([_examples(objective, model, x[i:i + size], ctx, heads, blocks)
+                      for i in range(0, len(x), size)])
+
+
+def _examples(objective: str, model: nn.Module, x: torch.Tensor, ctx: StepContext,
+              heads: Wscat | None, blocks: int) -> torch.Tensor:
+    """adversarial_examples on one batch."""
     if objective == "wscat":
         return wscat_examples(model, heads, x, ctx)
-    raise ValueError(f"Fig-similarity compares AEs of TRADES-, RLFAT- and WSCAT-type methods, "
-                     f"not objective '{objective}'")
+    x_adv = trades_attack(model, x, ctx)
+    model.eval()  # trades_attack leaves the model in train mode
+    return random_block_shuffle(x_adv, blocks, ctx.generator) if objective == "rlfat" else x_adv
 
 
 @torch.no_grad()
-def cosine_similarity(model: nn.Module, x: torch.Tensor, x_adv: torch.Tensor) -> np.ndarray:
-    """cos(f(x), f(x')) per sample."""
-    return F.cosine_similarity(model(x)[0].flatten(1), model(x_adv)[0].flatten(1)).cpu().numpy()
+def cosine_similarity(model: nn.Module, x: torch.Tensor, x_adv: torch.Tensor,
+                      batch_size: int = 512) -> np.ndarray:
+    """cos(f(x), f(x')) per sample, in batches (the model is in eval mode)."""
+    return np.concatenate([F.cosine_similarity(model(x[i:i + batch_size])[0].flatten(1),
+                                               model(x_adv[i:i + batch_size])[0].flatten(1)
+                                               ).cpu().numpy()
+                           for i in range(0, len(x), batch_size)])
 
 
 @torch.no_grad()

@@ -357,6 +357,24 @@ def test_constructors_take_the_knobs_the_schema_defines(objective):
     assert set(taken) <= set(properties)
 
 
+def test_the_analysis_attacks_in_batches_as_training_does():
+    """Fig-similarity's AEs come batch by batch (Eq. 7's l_con sums over the current batch,
+    Sec. 4.1.3): each batch's AE is the one made on that batch alone, the generator drawn in
+    order; WSCAT's differs from one made on all the images at once (l_con couples them)."""
+    from wscat.analysis import adversarial_examples
+
+    model = _cnn().eval()
+    heads = _wscat(feature_dim=model.feature_dim).eval()
+    x = torch.rand(10, 1, 8, 8)
+    batched = adversarial_examples("wscat", model, x, _ctx(seed=3), heads=heads, batch_size=4)
+    ctx = _ctx(seed=3)
+    alone = torch.cat([adversarial_examples("wscat", model, x[i:i + 4], ctx, heads=heads)
+                       for i in (0, 4, 8)])
+    assert torch.equal(batched, alone)
+    whole = adversarial_examples("wscat", model, x, _ctx(seed=3), heads=heads)
+    assert not torch.equal(batched, whole)
+
+
 def test_the_analysis_makes_wscats_ae_with_wscat_attack():
     """Fig-similarity's WSCAT AE (eval mode, positives predicted) is Eq. 8 as the analysis
     computed it before `Wscat.attack` was its one home."""

@@ -84,7 +84,7 @@ import torch
 
 from tests.helpers.tiny import tiny_params
 from wscat import paths
-from wscat.config import ConfigError, validate_params
+from wscat.config import ConfigError, training_for, validate_params
 from wscat.workflow import (evaluation_fingerprint, extra_fingerprint, training_fingerprint,
                             validation_fingerprint)
 
@@ -1135,8 +1135,9 @@ def _analyse(params: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyP
     heads = _Heads()
 
     def adversarial(objective: str, model: Any, x: torch.Tensor, ctx: Any, *, heads: Any,
-                    blocks: int = 2) -> torch.Tensor:
-        calls.append(("ae", objective, heads.beta, blocks, float(torch.rand(1, generator=ctx))))
+                    blocks: int = 2, batch_size: int | None = None) -> torch.Tensor:
+        calls.append(("ae", objective, heads.beta, blocks, float(torch.rand(1, generator=ctx)),
+                      batch_size))
         return x
 
     monkeypatch.setattr(analyse, "load_model", load)
@@ -1171,6 +1172,8 @@ def test_similarity_is_measured_on_the_first_test_images_with_each_methods_knobs
     assert [(c[1], c[3]) for c in aes] == [("trades", 2), ("rlfat", 2), ("wscat", 2)]
     assert aes[2][2] == given["methods"]["wscat"]["beta"]  # WSCAT's own beta for its l_con
     assert len({c[4] for c in aes}) == 1  # each method's attack from the same seeded generator
+    # In batches of the WSCAT model's own training batch: Eq. 7's l_con sums over a batch.
+    assert {c[5] for c in aes} == {training_for(given, "digits", "wscat")["batch_size"]}
     assert saved["methods"].tolist() == ["trades", "rlfat", "wscat"]
     assert saved["cos"].shape == (3, 6)
     manifest = json.loads(str(saved["manifest"]))

@@ -18,7 +18,7 @@ import torch
 
 from wscat import analysis
 from wscat.checkpoint import CheckpointError, check_run
-from wscat.config import ConfigError, method_for
+from wscat.config import ConfigError, method_for, training_for
 from wscat.data import load_dataset, load_split, raw_files
 from wscat.io import atomic_path, check_writable, guard_outputs
 from wscat.inference import load_model
@@ -70,6 +70,7 @@ def similarity(params: dict[str, Any], tier: str, entry: dict[str, Any], root: s
     heads = analysis.wscat_heads(run.checkpoint(root), method_for(params, spec["model"], dataset),
                                  model.feature_dim, meta["num_classes"], tuple(x.shape[1:]),
                                  device)
+    batch_size = training_for(params, dataset, spec["model"])["batch_size"]  # the model's own
     values = []
     for method in spec["methods"]:
         knobs = method_for(params, method, dataset)
@@ -77,7 +78,8 @@ def similarity(params: dict[str, Any], tier: str, entry: dict[str, Any], root: s
         generator = torch.Generator(device=device).manual_seed(spec["seed"])
         ctx = analysis.attack_context(params["datasets"][dataset], generator)
         x_adv = analysis.adversarial_examples(knobs["objective"], model, x, ctx, heads=heads,
-                                              blocks=knobs.get("blocks", 2))
+                                              blocks=knobs.get("blocks", 2),
+                                              batch_size=batch_size)
         values.append(analysis.cosine_similarity(model, x, x_adv))
     return {"methods": np.array(spec["methods"]), "cos": np.stack(values),
             "manifest": _manifest(tier, "Fig-similarity", dataset, [run.checkpoint(root)],
