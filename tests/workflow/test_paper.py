@@ -317,3 +317,17 @@ def test_every_table_and_figure_renders_on_the_embedded_default(tmp_path: Path, 
     assert (workdir / "results/curves/digits/cnn/wscat/seed1.png").stat().st_size > 1000
     if engine() is None:
         print("no LaTeX engine installed: the tables were parsed, not compiled")
+
+
+def test_the_paper_tiers_tables_have_the_papers_columns() -> None:
+    """Each per-dataset table of the paper tier runs the methods the paper's table reports, in
+    its order: no column the paper lacks (ImageNet32-100's Table 4 has no DMAT), none missing."""
+    params = validate_params(real_params())
+    for entry in params["paper"]["paper"]["datasets"]:
+        for kind in ("performance", "ablation"):
+            spec = entry[kind]
+            ours = [display_name(m) for m in params["experiments"][spec["experiment"]]["methods"]]
+            theirs = list(dict.fromkeys(row["method"] for row in paper.reported()
+                                        if row["table"] == spec["label"]
+                                        and row["dataset"] == entry["name"]))
+            assert ours == theirs, (spec["label"], ours, theirs)
