@@ -663,3 +663,24 @@ def test_a_model_or_check_setting_no_job_could_use_is_refused_at_load(edit, says
     edit(params)
     with pytest.raises(ConfigError, match=re.escape(says)):
         validate_params(params)
+
+
+def test_a_puat_run_that_never_leaves_pretraining_is_refused() -> None:
+    """pretrain_epochs at or past the run's epochs: PUAT's adversarial game never starts, and it
+    would train as Mean Teacher under PUAT's name (the proxy's 15 epochs against the paper's 50);
+    refused for the experiments that run it, with what to set. One epoch less is accepted."""
+    params = params_yaml()
+    epochs = params["training"]["digits"]["epochs"]
+    params["methods"]["puat"]["per_dataset"]["digits"]["pretrain_epochs"] = epochs
+    assert "puat" in params["experiments"]["digits-table2"]["methods"]
+    with pytest.raises(ConfigError, match=re.escape(
+            f"experiments.digits-table2: puat pre-trains for {epochs} of its {epochs} epochs on "
+            "digits (pretrain_epochs), so its adversarial game would never start")) as caught:
+        validate_params(params)
+    assert f"methods.puat.per_dataset.digits.pretrain_epochs below {epochs}" in str(caught.value)
+    params["methods"]["puat"]["per_dataset"]["digits"]["pretrain_epochs"] = epochs - 0.5
+    validate_params(params)
+    params["methods"]["puat"]["per_dataset"]["digits"]["pretrain_epochs"] = 1000
+    for experiment in params["experiments"].values():  # no experiment runs it: nothing to refuse
+        experiment["methods"] = [m for m in experiment["methods"] if m != "puat"]
+    validate_params(params)
