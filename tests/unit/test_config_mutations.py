@@ -684,3 +684,13 @@ def test_a_puat_run_that_never_leaves_pretraining_is_refused() -> None:
     for experiment in params["experiments"].values():  # no experiment runs it: nothing to refuse
         experiment["methods"] = [m for m in experiment["methods"] if m != "puat"]
     validate_params(params)
+
+
+def test_puat_takes_the_released_codes_values_per_dataset() -> None:
+    """zhang-lilin/PUAT's configs: CIFAR-10 and ImageNet32 consistency 50, UAE 10, RAE 10 x 6,
+    GAN 1; CIFAR-100 consistency 500, RAE 10 x 10, GAN 0.03 (its configs/puat_cifar100*.yaml)."""
+    params = params_yaml()
+    knobs = ("consistency", "uae_weight", "rae_weight", "gan_weight")
+    for dataset in ("cifar10", "imagenet32"):
+        assert [method_for(params, "puat", dataset)[k] for k in knobs] == [50, 10, 60, 1]
+    assert [method_for(params, "puat", "cifar100")[k] for k in knobs] == [500, 10, 100, 0.03]
