@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from wscat import inference
 from wscat.api_checks import (InputNotFound, as_path, check_model_argument, check_names,
                               check_output, check_run_of, check_training, checked_seed,
                               checked_threads, guard, images_for, input_file, short)
+from wscat.checkpoint import CheckpointError, checkpoint_meta
 from wscat.config import ConfigError, load_params as _load_params, method_for, validate_params
 from wscat.data import ImageDataset, load_dataset as _load_dataset, load_split
 from wscat.data.split import check_split_fits
@@ -46,7 +48,9 @@ from wscat.export import export_model as _export_model, load_exported as _load_e
 from wscat.external import ModelEvaluation, check_logits_model, evaluate as _evaluate_model
 from wscat.io import check_writable
 from wscat.models import LogitsOnly
+from wscat.paths import RESUME_DIR
 from wscat.steps import evaluate, pseudo, split as split_step, train
+from wscat.workflow import training_fingerprint
 
 __all__ = ["EvaluationResult", "InputNotFound", "ModelEvaluation", "TestSet", "TrainResult",
            "build_model", "evaluate_checkpoint", "evaluate_model", "export_model", "load_dataset",
@@ -229,14 +233,14 @@ def _train(params: dict[str, Any], method: str, *, dataset: str, model: str, see
     knobs = method_for(params, method, dataset)
     pseudo_labels, labeler_checkpoint = None, None
     if knobs["data"] == "pseudo":
-        labeler = _train(params, knobs["labeler"], **same)
+        labeler = _labeler(params, knobs["labeler"], **same)
         pseudo_labels = out_dir / f"pseudo-{knobs['labeler']}-seed{seed}.npz"
         pseudo.run(params, dataset=dataset, seed=seed, split_path=split,
-                   checkpoint=labeler.checkpoint, out=pseudo_labels,
+                   checkpoint=labeler, out=pseudo_labels,
                    metrics=pseudo_labels.with_suffix(".json"), labeler=knobs["labeler"],
                    device=device, model=model)
     if knobs.get("generated") and knobs.get("generated_labeler"):
-        labeler_checkpoint = _train(params, knobs["generated_labeler"], **same).checkpoint
+        labeler_checkpoint = _labeler(params, knobs["generated_labeler"], **same)
     run_dir = out_dir / method
     summary = train.run(params, dataset=dataset, model=model, method=method, seed=seed,
                         split_path=split, pseudo_path=pseudo_labels, out_dir=run_dir,
@@ -245,6 +249,30 @@ def _train(params: dict[str, Any], method: str, *, dataset: str, model: str, see
     return TrainResult(checkpoint=run_dir / "best.pt", last=run_dir / "last.pt",
                        log=run_dir / "train_log.csv", curves=run_dir / "dvclive", split=split,
                        best_epoch=summary["best_epoch"], best_score=summary["best_score"])
+
+
+def _labeler(params: dict[str, Any], method: str, *, dataset: str, model: str, seed: int,
+             out_dir: Path, device: torch.device, device_named: bool) -> Path:
+    """The best.pt of a labeler's run: out_dir/<method>/'s where that run finished with these
+    params (its training fingerprint theirs, no resume/ left), as Snakemake keeps an up-to-date
+    job, so a second call (resuming the method, or another method on the same labels) does not
+    train it again; otherwise trained now."""
+    run_dir = out_dir / method
+    best = run_dir / "best.pt"
+    if best.is_file() and not (run_dir / RESUME_DIR / "last.pt").is_file():
+        try:
+            meta = checkpoint_meta(best)
+        except CheckpointError:
+            meta = {}
+        held = tuple(meta.get(k) for k in ("dataset", "model", "method", "seed",
+                                           "training_fingerprint"))
+        if held == (dataset, model, method, seed,
+                    training_fingerprint(params, dataset, model, method)):
+            print(f"{run_dir}: {method} seed {seed} finished with these params: kept (delete "
+                  "the folder to train it again)", file=sys.stderr, flush=True)
+            return best
+    return _train(params, method, dataset=dataset, model=model, seed=seed, out_dir=out_dir,
+                  device=device, device_named=device_named).checkpoint
 
 
 def load_model(checkpoint: str | Path, device: DeviceLike = "cpu"

@@ -504,6 +504,44 @@ def test_train_method_keeps_a_split_that_is_there_and_labels_with_the_model_it_t
     assert [k["model"] for _, k in runs] == ["cnn-wide", "cnn-wide"]
 
 
+def test_a_labeler_finished_with_these_params_is_kept_not_trained_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A second train_method of a method on pseudo-labels (resuming it, or its variant) keeps
+    the labeler's run that finished in out_dir/<labeler>/ with these params, as Snakemake keeps
+    an up-to-date job; one of other params, or one left unfinished (resume/), is trained (a
+    folder of another run is refused before, by check_training)."""
+    from wscat.checkpoint import save_checkpoint
+    from wscat.workflow import training_fingerprint
+
+    params = tiny_params(1)
+    _record(monkeypatch, split_step)
+    labels = _record(monkeypatch, pseudo)
+    out = tmp_path / "runs"
+    best = out / "mt" / "best.pt"
+
+    def finished(at: Path = best, **changed: Any) -> None:
+        meta = {"dataset": "digits", "model": "cnn", "method": "mt", "seed": 1,
+                "training_fingerprint": training_fingerprint(params, "digits", "cnn", "mt"),
+                **changed}
+        at.parent.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(at, {"ema": {}, "meta": meta})
+
+    def trained() -> list[str]:
+        runs = _record(monkeypatch, train, {"best_epoch": 1, "best_score": 0.0})
+        api.train_method("wscat", out_dir=out, params=params, device="cpu")
+        return [k["method"] for _, k in runs]
+
+    finished()
+    assert trained() == ["wscat"]
+    assert labels[-1][1]["checkpoint"] == best
+    assert f"{out / 'mt'}: mt seed 1 finished with these params: kept" in capsys.readouterr().err
+    finished(training_fingerprint="0" * 16)  # other params: trained again
+    assert trained() == ["mt", "wscat"]
+    finished()
+    finished(out / "mt" / "resume" / "last.pt")  # a retraining cut short: it resumes
+    assert trained() == ["mt", "wscat"]
+
+
 def test_dmat_without_generated_images_trains_no_labeler(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """DMAT's generated_labeler labels its generated images; without any (generated: null, the
