@@ -180,7 +180,8 @@ def make_targets(makefile: str = "Makefile") -> dict[str, list[str]]:
 
 def _no_such_target(target: str, names: set[str]) -> str:
     """The line for a target that is no rule's name, no file and no rule's output: a Makefile
-    target's name is pointed to `make`; a word close to a rule's name gets it as a suggestion."""
+    target's name is pointed to `make`; a word close to the name of a rule in `names` (those
+    that can be targets) or of a Makefile target gets it as a suggestion."""
     made = make_targets().get(target)
     if made:
         return (f"wscat: {target} is a target of the Makefile, not a Snakemake rule: run `make "
@@ -192,8 +193,15 @@ def _no_such_target(target: str, names: set[str]) -> str:
     if "/" not in target:
         import difflib
 
-        close = difflib.get_close_matches(target.replace("-", "_"), sorted(names), n=1)
-        hint = f" did you mean {close[0]}?" if close else ""
+        # A rule's name (those that can be targets: no wildcards) or, closer, a Makefile
+        # target's (`table2` for `make table2-digits`); a tie goes to the rule.
+        choices = [(difflib.SequenceMatcher(None, word, name).ratio(), not make, name, make)
+                   for word, pool, make in ((target.replace("-", "_"), names, False),
+                                            (target, make_names(), True))
+                   for name in pool]
+        score, _, name, make = max(choices, default=(0.0, True, "", False))
+        hint = "" if score < 0.6 else (f" did you mean `make {name}`?" if make else
+                                       f" did you mean {name}?")
     if _NAMED_TARGET.fullmatch(target):
         return (f"wscat: no target rule {target};{hint} `snakemake --list-target-rules` lists "
                 "them (table_EXPERIMENT, robustness_EXPERIMENT, paper_TIER; experiments: "
@@ -217,6 +225,8 @@ def unknown_target_line(workflow: object, argv: list[str] | None = None,
 
     rules = list(getattr(workflow, "rules", ()))
     names = {rule.name for rule in rules}
+    targetable = {rule.name for rule in rules  # a rule with wildcards is no target by name
+                  if not getattr(rule, "has_wildcards", lambda: False)()}
     if targets is None:
         argv = sys.argv if argv is None else argv
         before = argv[1:argv.index("--")] if "--" in argv else argv[1:]
@@ -227,7 +237,7 @@ def unknown_target_line(workflow: object, argv: list[str] | None = None,
             continue
         if _NAMED_TARGET.fullmatch(target) or \
                 not any(rule.is_producer(os.path.normpath(target)) for rule in rules):
-            return _no_such_target(target, names)
+            return _no_such_target(target, targetable)
     return None
 
 

@@ -53,7 +53,8 @@ def rebuild_token(outputs: Sequence[str], inputs: Sequence[str], state: Path = S
     present = [name for name in outputs if os.path.exists(name)]
     if missing and present:
         more = f" and {len(missing) - 1} more of its inputs are" if len(missing) > 1 else " is"
-        cause = f"wscat: {missing[0]}{more} missing (a failed or interrupted job removes its output)"
+        cause = (f"wscat: {missing[0]}{more} missing (not built yet: a method or seed added; "
+                 "or removed by a failed or interrupted job)")
         if not recorded(present[0]):
             ask = (f"ask for the missing file by name (snakemake -- {missing[0]})"
                    if len(missing) == 1 else f"force it, which builds its inputs first "

@@ -36,6 +36,9 @@ def test_a_missing_input_changes_the_token_once_then_it_stays(files, monkeypatch
     assert rebuild_token(outputs, inputs, state) == first  # the same process asks again
     line = capsys.readouterr().err
     assert line.count("\n") == 1 and f"wscat: {inputs[1]} is missing" in line
+    # An input never built (a method or seed just added) is no failure: the line says both.
+    assert "(not built yet: a method or seed added; or removed by a failed or interrupted job)" \
+        in line
     monkeypatch.setattr(rebuild, "_bumped", {})  # the next run, with the input rebuilt
     Path(inputs[1]).write_text("{}")
     assert rebuild_token(outputs, inputs, state) == first

@@ -17,20 +17,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Rule:
-    def __init__(self, name: str, makes: str = "") -> None:
-        self.name, self.makes = name, makes
+    def __init__(self, name: str, makes: str = "", wildcards: bool = False) -> None:
+        self.name, self.makes, self.wildcards = name, makes, wildcards
 
     def is_producer(self, target: str) -> bool:
         return bool(self.makes) and target.startswith(self.makes)
 
+    def has_wildcards(self) -> bool:
+        return self.wildcards
+
 
 class Workflow:
-    rules = [Rule("demo"), Rule("table", "results/tables/"), Rule("table_digits"),
+    rules = [Rule("demo"), Rule("table", "results/tables/", wildcards=True), Rule("table_digits"),
              Rule("table_digits_ablation"), Rule("paper_digits")]
 
 
 MAKEFILE = ("demo: venv\n\t$(SNAKEMAKE) results/tables/digits.tex\n\t$(DVC_RECORD) digits\n\n"
             "paper-digits: venv\n\t$(SNAKEMAKE) results/paper/digits/index.md\n\n"
+            "table2-digits: venv\n\t$(SNAKEMAKE) results/tables/digits-table2.tex\n\n"
             "REPORT := results/report.html\n"
             "report: demo\n\t$(VENV)/bin/snakemake --report $(REPORT) -- results/tables/digits.tex\n")
 
@@ -52,6 +56,20 @@ def test_a_near_miss_of_a_rule_name_is_one_line_with_the_name(workdir: Path, tar
     assert target in line and "--list-target-rules" in line
 
 
+@pytest.mark.parametrize("target, suggestion", [("table2", "`make table2-digits`"),
+                                                ("tabel", None), ("table_", "table_digits")])
+def test_a_near_miss_is_never_pointed_to_a_rule_that_cannot_be_a_target(
+        workdir: Path, target: str, suggestion: str | None) -> None:
+    """`table` has wildcards (Snakemake refuses it as a target: "Target rules may not contain
+    wildcards"), so it is suggested for nothing; the Makefile's `table2-digits` is, as `make`."""
+    line = unknown_target_line(Workflow(), targets=[target])
+    assert line is not None and "did you mean table?" not in line, line
+    if suggestion is None:
+        assert "did you mean" not in line, line
+    else:
+        assert f"did you mean {suggestion}?" in line, line
+
+
 def test_a_makefile_target_is_pointed_to_make(workdir: Path) -> None:
     line = unknown_target_line(Workflow(), targets=["paper-digits"])
     assert line == ("wscat: paper-digits is a target of the Makefile, not a Snakemake rule: run "
@@ -64,7 +82,7 @@ def test_a_makefile_target_that_runs_no_snakemake_is_pointed_to_make(workdir: Pa
     line = unknown_target_line(Workflow(), targets=["report"])
     assert line == ("wscat: report is a target of the Makefile, not a Snakemake rule: run `make "
                     "report` (`make` lists the targets)")
-    assert errors.make_names() == {"demo", "paper-digits", "report"}
+    assert errors.make_names() == {"demo", "paper-digits", "report", "table2-digits"}
     assert "Makefile" not in unknown_target_line(Workflow(), targets=["REPORT"])
 
 
