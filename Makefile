@@ -39,7 +39,7 @@ help:
 	@echo "make robustness-demo     the demo, then its runs' robustness curves (PGD accuracy against"
 	@echo "                         eps and steps; after make demo about 3 min):"
 	@echo "                         results/robustness-curves/digits.png"
-	@echo "make test                the test suite (about 10 min on 2 cores)"
+	@echo "make test                the test suite (about 10-13 min on 2 cores)"
 	@echo "make test-fast           the tests not marked slow (about 3 min)"
 	@echo "make table2-digits       the paper's Table 2 on digits (nine methods)"
 	@echo "make ablation-digits     the paper's Table 5 (the ablation) on digits"
