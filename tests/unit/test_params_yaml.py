@@ -256,3 +256,23 @@ def test_a_method_passes_the_schema_check_only_on_its_own_settings():
     params["methods"]["trades"]["per_dataset"] = {"digits": {1: 2}}
     with pytest.raises(ConfigError, match=r"per_dataset\.digits: 1 is not one of \['base'"):
         validate_params(params)
+
+
+def test_every_comment_survives_repeated_dvc_sweeps(tmp_path: Path) -> None:
+    """`dvc exp run -S` rewrites params.yaml with DVC's own writer (dvc.utils.hydra), which turns
+    every list into a block list and replaces a list whole: a comment placed after a list then
+    belongs to its last item and the next sweep drops it (14 lines did, the paper tier's header
+    among them). params.yaml keeps its comments inside entries: three sweeps of a value and one
+    of a list keep every line, and the values read back as set."""
+    from dvc.utils.hydra import apply_overrides
+
+    path = tmp_path / "params.yaml"
+    path.write_text(REAL)
+    for override in ["methods.wscat.beta=0.1"] * 3 + ["experiments.digits.seeds=[1,2]"]:
+        apply_overrides(path, [override])
+    comments = [line.strip() for line in REAL.splitlines() if line.strip().startswith("#")]
+    kept = {line.strip() for line in path.read_text().splitlines()}
+    assert [line for line in comments if line not in kept] == []
+    swept = yaml.safe_load(path.read_text())
+    assert swept["methods"]["wscat"]["beta"] == 0.1
+    assert swept["experiments"]["digits"]["seeds"] == [1, 2]
