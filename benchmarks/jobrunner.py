@@ -160,9 +160,11 @@ def _run(jobs: list[Job], *, parallel: int, say: Callable[[str], None],
                 continue
             job = by_name[name]
             del running[name]
-            if _ended(job, proc, now, stopped=bool(stopped)) == "killed":
+            if stopped and _ended(job, proc, now, stopped=True) == "killed":
                 signalled.append(job)  # ended by the stop signal: reported as killed below
                 continue
+            job.seconds = now - job.started
+            job.status = "done" if proc.returncode == 0 else "failed"  # an OOM kill too
             say(_line(job, now - t0))
         for name, proc in list(running.items()):  # it would wait for an output never written
             job = by_name[name]

@@ -383,3 +383,17 @@ def test_a_step_ending_143_with_no_stop_signal_has_failed(tmp_path: Path) -> Non
     run_jobs(jobs, parallel=2, say=lines.append, deadline_s=30.0)
     assert [job.status for job in jobs] == ["failed", "skipped"]
     assert any("] failed train a (" in line for line in lines), lines
+
+
+def test_a_step_killed_from_outside_with_no_stop_signal_has_failed(tmp_path: Path) -> None:
+    """A step SIGKILLed by something else (the kernel's OOM killer) while the run goes on is
+    "failed", with its line and log, as before stop signals were handled: not a silent
+    "killed"."""
+    killed = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    jobs = [Job("train a", killed, log=tmp_path / "a.log"),
+            Job("evaluate a", [sys.executable, "-c", "pass"], ["train a"],
+                log=tmp_path / "b.log")]
+    lines: list[str] = []
+    run_jobs(jobs, parallel=2, say=lines.append, deadline_s=30.0)
+    assert [job.status for job in jobs] == ["failed", "skipped"]
+    assert any("] failed train a (" in line and "log " in line for line in lines), lines

@@ -25,10 +25,11 @@ C in eval mode, before C's loss of the same step.
 The terms, their order and the defaults are the authors' released code (zhang-lilin/PUAT; facts
 read off it, nothing copied): the paper's full text was not at hand, and its abstract's account
 (augmented Triple-GAN, UAEs from an attacker and a generator, the supervised loss inside the
-adversarial loss) matches the code. Code defaults (its CIFAR-10 and ImageNet32 configs; CIFAR-100's
-consistency 500, RAE 100 and gan_weight 0.03 are params.yaml's per_dataset entry): gan_alpha 0.5,
-5 D steps per C step, Adam lr 1e-4 betas (0, 0.99), latent_eps 0.1, UAE weight 10, RAE weight
-10 * 6 = 60, gan_weight 1, consistency 50, label smoothing 0.1. Departures (docs/methods.md lists them):
+adversarial loss) matches the code. Code defaults (its CIFAR-10 and ImageNet32 configs;
+CIFAR-100's consistency 500, RAE 100 and gan_weight 0.03 are params.yaml's per_dataset entry):
+gan_alpha 0.5, 5 D steps per C step, Adam lr 1e-4 betas (0, 0.99), latent_eps 0.1, UAE weight
+10, RAE weight 10 * 6 = 60, gan_weight 1, consistency 50, label smoothing 0.1. Departures
+(docs/methods.md lists them):
 - one run, one SGD schedule: pre-training is the first pretrain_epochs of the run (the code: a
   100-epoch pre-training run, then a 100-epoch run with a fresh SGD optimiser and schedule);
 - D's steps reuse the step's batch (fresh split and z each), not fresh data batches; real pairs
