@@ -505,26 +505,21 @@ def _check_references(params: dict[str, Any], source: str = "params.yaml") -> No
     for name, dataset in params["datasets"].items():
         if dataset["eps"] > 0 and (dataset["train_step_size"] <= 0 or dataset["eval_step_size"] <= 0):
             raise ConfigError(f"datasets.{name}: step sizes must be positive when eps > 0")
-    _check_pretraining_ends(params, source)
 
 
-def _check_pretraining_ends(params: dict[str, Any], source: str) -> None:
+def check_pretraining_ends(run: RunConfig) -> None:
     """A PUAT run whose pre-training lasts the whole run never starts its adversarial game: it
-    would train as Mean Teacher under PUAT's name. Refused for every run an experiment names."""
-    for name, experiment in params["experiments"].items():
-        dataset = experiment["dataset"]
-        for method in experiment["methods"]:
-            knobs = method_for(params, method, dataset)
-            if knobs["objective"] != "puat":
-                continue
-            stage, epochs = knobs["pretrain_epochs"], training_for(params, dataset, method)["epochs"]
-            if stage >= epochs:
-                raise ConfigError(
-                    f"{source}: experiments.{name}: {method} pre-trains for {stage:g} of its "
-                    f"{epochs} epochs on {dataset} (pretrain_epochs), so its adversarial game "
-                    "would never start and it would train as Mean Teacher; set "
-                    f"methods.{method}.per_dataset.{dataset}.pretrain_epochs below {epochs} or "
-                    f"raise training.{dataset}.epochs")
+    would train as Mean Teacher under PUAT's name. Refused when it is asked to train (`wscat
+    train`, its job, the API), not at load: params shrunk for a quick look (fewer epochs) stay
+    valid for the experiments that do not run PUAT."""
+    knobs, epochs = run.method_params, run.training["epochs"]
+    if knobs["objective"] == "puat" and knobs["pretrain_epochs"] >= epochs:
+        raise ConfigError(
+            f"{run.method} pre-trains for {knobs['pretrain_epochs']:g} of its {epochs} epochs "
+            f"on {run.dataset} (pretrain_epochs), so its adversarial game would never start and "
+            f"it would train as Mean Teacher; set methods.{run.method}.per_dataset."
+            f"{run.dataset}.pretrain_epochs below {epochs} or raise "
+            f"training.{run.dataset}.epochs")
 
 
 def _check_compile_mode(dataset: str, training: dict[str, Any]) -> None:

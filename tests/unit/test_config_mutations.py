@@ -668,22 +668,25 @@ def test_a_model_or_check_setting_no_job_could_use_is_refused_at_load(edit, says
 def test_a_puat_run_that_never_leaves_pretraining_is_refused() -> None:
     """pretrain_epochs at or past the run's epochs: PUAT's adversarial game never starts, and it
     would train as Mean Teacher under PUAT's name (the proxy's 15 epochs against the paper's 50);
-    refused for the experiments that run it, with what to set. One epoch less is accepted."""
+    refused when PUAT is to train, with what to set. One half-epoch less is accepted, and the
+    params stay valid at load (epochs shrunk for a quick look break no other experiment)."""
+    from wscat.config import check_pretraining_ends
+
     params = params_yaml()
     epochs = params["training"]["digits"]["epochs"]
     params["methods"]["puat"]["per_dataset"]["digits"]["pretrain_epochs"] = epochs
-    assert "puat" in params["experiments"]["digits-table2"]["methods"]
+    validated = validate_params(params)
+    run = RunConfig.from_params(validated, dataset="digits", model="cnn", method="puat", seed=1)
     with pytest.raises(ConfigError, match=re.escape(
-            f"experiments.digits-table2: puat pre-trains for {epochs} of its {epochs} epochs on "
-            "digits (pretrain_epochs), so its adversarial game would never start")) as caught:
-        validate_params(params)
+            f"puat pre-trains for {epochs} of its {epochs} epochs on digits (pretrain_epochs), "
+            "so its adversarial game would never start")) as caught:
+        check_pretraining_ends(run)
     assert f"methods.puat.per_dataset.digits.pretrain_epochs below {epochs}" in str(caught.value)
     params["methods"]["puat"]["per_dataset"]["digits"]["pretrain_epochs"] = epochs - 0.5
-    validate_params(params)
-    params["methods"]["puat"]["per_dataset"]["digits"]["pretrain_epochs"] = 1000
-    for experiment in params["experiments"].values():  # no experiment runs it: nothing to refuse
-        experiment["methods"] = [m for m in experiment["methods"] if m != "puat"]
-    validate_params(params)
+    check_pretraining_ends(RunConfig.from_params(validate_params(params), dataset="digits",
+                                                 model="cnn", method="puat", seed=1))
+    check_pretraining_ends(RunConfig.from_params(validated, dataset="digits", model="cnn",
+                                                 method="trades", seed=1))
 
 
 def test_puat_takes_the_released_codes_values_per_dataset() -> None:

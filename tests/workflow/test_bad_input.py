@@ -58,10 +58,6 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
      "experiments.digits.reference: 'rlfat' is not one of its methods"),
     ("zero-step-with-eps", bad.setting("datasets.digits.train_step_size", 0), SPLIT,
      "step sizes must be positive"),
-    ("puat-never-leaves-pretraining", bad.params_edit(lambda p: (
-        p["experiments"]["digits"]["methods"].append("puat"),
-        p["methods"]["puat"]["per_dataset"]["digits"].update(pretrain_epochs=1000))), SPLIT,
-     "would never start and it would train as Mean Teacher"),
     ("unknown-experiment-method", bad.params_edit(
         lambda p: p["experiments"]["digits"]["methods"].append("fgsm-at")), SPLIT, "fgsm-at"),
     ("unknown-base", bad.setting("methods.wscat-self.base", "nope"), SPLIT, "nope"),
@@ -79,6 +75,10 @@ CASES = [  # (id, maker of the bad input or None, command, phrase)
     ("unknown-method", None, TRAIN.format(split="s.npz").replace("standard", "madry"),
      "unknown method 'madry'"),
     ("unknown-model", None, TRAIN.format(split="s.npz").replace("cnn", "mlp"), "unknown model 'mlp'"),
+    ("puat-never-leaves-pretraining", bad.setting("methods.puat.per_dataset.digits.pretrain_epochs",
+                                                  1000),
+     TRAIN.format(split="s.npz").replace("standard", "puat"),
+     "would never start and it would train as Mean Teacher"),
     ("unknown-labeler-arg", None, PSEUDO.format(model="cnn", checkpoint="run/best.pt").replace(
         "--labeler standard", "--labeler nope"), "unknown labeler 'nope'"),
     # splits

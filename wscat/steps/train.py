@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from wscat.checkpoint import check_run, check_trained_by
-from wscat.config import RunConfig, method_for, short_attacks
+from wscat.config import RunConfig, check_pretraining_ends, method_for, short_attacks
 from wscat.data import ImageDataset, load_dataset, raw_files
 from wscat.data.split import check_split_fits, load_split_of
 from wscat.data.training_data import (add_generated, load_generated, load_pseudo_labels,
@@ -66,6 +66,7 @@ def run(params: dict[str, Any], *, dataset: str, model: str, method: str, seed: 
     split as --pseudo) and an --out-dir that holds another run (`check_run_folder`) before any
     work."""
     run = RunConfig.from_params(params, dataset=dataset, model=model, method=method, seed=seed)
+    check_pretraining_ends(run)
     guard_outputs({f"dataset {dataset}": raw_files(dataset, params["datasets"][dataset]),
                    "--split": split_path, "--pseudo": pseudo_path,
                    "--labeler-checkpoint": labeler_checkpoint,
