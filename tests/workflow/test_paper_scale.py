@@ -81,6 +81,12 @@ def tiny_cifar10_params(raw: Path, md5: str) -> dict:
     params["datasets"]["cifar10"].update(root=str(raw), md5=md5, download=False, labelled=100,
                                          train_steps=2)
     params["training"]["cifar10"].update(epochs=1, batch_size=64)
+    # PUAT's stages fit the one epoch (its 50 pre-training epochs would leave it Mean Teacher,
+    # which wscat train refuses); small GAN nets, as tests/unit/test_leakage.py's.
+    params["methods"]["puat"]["per_dataset"]["cifar10"] = {
+        "pretrain_epochs": 0.5, "gan_start_epochs": 0.25, "adv_rampup_epochs": 0.25,
+        "consistency_rampup_epochs": 0.5, "d_steps": 1, "n_generated": 16, "latent_dim": 8,
+        "gan_width": 8}
     params["evaluation"]["n_examples"] = 20
     params["evaluation"]["per_dataset"]["cifar10"] = {"autoattack": {"n_examples": 4}}
     return params
