@@ -91,14 +91,10 @@ def _examples(objective: str, model: nn.Module, x: torch.Tensor, ctx: StepContex
     return random_block_shuffle(x_adv, blocks, ctx.generator) if objective == "rlfat" else x_adv
 
 
-@torch.no_grad()
-def cosine_similarity(model: nn.Module, x: torch.Tensor, x_adv: torch.Tensor,
-                      batch_size: int = 512) -> np.ndarray:
-    """cos(f(x), f(x')) per sample, in batches (the model is in eval mode)."""
-    return np.concatenate([F.cosine_similarity(model(x[i:i + batch_size])[0].flatten(1),
-                                               model(x_adv[i:i + batch_size])[0].flatten(1)
-                                               ).cpu().numpy()
-                           for i in range(0, len(x), batch_size)])
+def cosine_similarity(model: nn.Module, x: torch.Tensor, x_adv: torch.Tensor) -> np.ndarray:
+    """cos(f(x), f(x')) per sample, the embeddings taken in batches (`features`)."""
+    return F.cosine_similarity(torch.from_numpy(features(model, x)),
+                               torch.from_numpy(features(model, x_adv))).numpy()
 
 
 @torch.no_grad()
