@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,10 @@ def main() -> int:
                         help="cut call 1 with `timeout S` (SIGTERM) instead of --deadline")
     parser.add_argument("--work", type=Path, required=True, help="an empty or new folder")
     args = parser.parse_args()
+    if args.stop_after is not None and not (math.isfinite(args.stop_after) and args.stop_after > 0):
+        print(f"proxy_resume_check: error: --stop-after {args.stop_after:g}: give a positive "
+              "number of seconds", file=sys.stderr)
+        return 2
     if args.work.exists() and any(args.work.iterdir()):
         sys.exit(f"proxy_resume_check: {args.work} is not empty; pass a new folder")
     import yaml
