@@ -50,6 +50,7 @@ from wscat.io import check_writable
 from wscat.models import LogitsOnly
 from wscat.paths import RESUME_DIR
 from wscat.steps import evaluate, pseudo, split as split_step, train
+from wscat.training.speed import backend_held
 from wscat.workflow import training_fingerprint
 
 __all__ = ["EvaluationResult", "InputNotFound", "ModelEvaluation", "TestSet", "TrainResult",
@@ -242,10 +243,11 @@ def _train(params: dict[str, Any], method: str, *, dataset: str, model: str, see
     if knobs.get("generated") and knobs.get("generated_labeler"):
         labeler_checkpoint = _labeler(params, knobs["generated_labeler"], **same)
     run_dir = out_dir / method
-    summary = train.run(params, dataset=dataset, model=model, method=method, seed=seed,
-                        split_path=split, pseudo_path=pseudo_labels, out_dir=run_dir,
-                        labeler_checkpoint=labeler_checkpoint, device=device,
-                        device_named=device_named)
+    with backend_held():  # the pseudo-labels of a later call: computed as a fresh process's
+        summary = train.run(params, dataset=dataset, model=model, method=method, seed=seed,
+                            split_path=split, pseudo_path=pseudo_labels, out_dir=run_dir,
+                            labeler_checkpoint=labeler_checkpoint, device=device,
+                            device_named=device_named)
     return TrainResult(checkpoint=run_dir / "best.pt", last=run_dir / "last.pt",
                        log=run_dir / "train_log.csv", curves=run_dir / "dvclive", split=split,
                        best_epoch=summary["best_epoch"], best_score=summary["best_score"])
@@ -328,7 +330,7 @@ def evaluate_checkpoint(checkpoint: str | Path, *, params: ParamsLike = "params.
         made = None if split.exists() else split
         _split(params, meta["dataset"], meta["seed"], checkpoint.parent)
     try:
-        with _cpu_threads(threads):
+        with _cpu_threads(threads), backend_held():
             result = evaluate.run(params, dataset=meta["dataset"], model=meta["model"],
                                   method=meta["method"], seed=meta["seed"], split_path=split,
                                   checkpoint=checkpoint, out=out, device=device, part=part,

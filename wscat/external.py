@@ -15,13 +15,13 @@ from torch import nn
 
 from wscat.api_checks import native
 from wscat.attacks.mode import require_eval
-from wscat.config import evaluation_for, short_attacks
+from wscat.config import evaluation_for, short_attacks, training_for
 from wscat.data.capacity import known_labels
 from wscat.data.sources.base import to_unit
 from wscat.evaluation import core_suite, decode_flags, stratified_order
 from wscat.inference import model_device, outputs_of
 from wscat.models import MODELS, LogitsOnly
-from wscat.training.speed import autocast
+from wscat.training.speed import autocast, backend_held, configure_backend
 
 
 # C x H x W of the images of each fixed source (an npz's are its own: not checked).
@@ -181,7 +181,7 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dic
     seed; the attacked images are the first `evaluation.n_examples` of the class-stratified
     order of `evaluation.subset_seed` (given a split's test set, those its metrics measured).
     Gradients are on inside, whatever the caller's grad mode; torch's random state (AutoAttack
-    seeds it) is the caller's again after; attacks too short to reach eps are warned of
+    seeds it) and numeric switches (TF32, deterministic kernels) are the caller's again after; attacks too short to reach eps are warned of
     (UserWarning), as `wscat evaluate` warns. Finished AutoAttack shards are kept in
     `shard_dir` (a killed call given it again resumes; wscat.attacks.shards)."""
     if torch.is_inference_mode_enabled():
@@ -192,7 +192,12 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dic
                          "batch's statistics and change its own; call model.eval() first")
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), \
-            torch.enable_grad():
+            torch.enable_grad(), backend_held():
+        # As `wscat evaluate` computes (TF32, the dataset's deterministic kernels; a dataset
+        # with no training section, evaluated only: deterministic), the caller's switches back
+        # after (speed.backend_held).
+        training = training_for(params, dataset) if dataset in params["training"] else {}
+        configure_backend(device, deterministic=training.get("deterministic", True))
         result = _evaluate(model, images, labels, params=params, dataset=dataset, seed=seed,
                            device=device, shard_dir=shard_dir)
     warning = short_attacks(params, dataset, "evaluation", ("PGD", "CW"))

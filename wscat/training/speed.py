@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Literal
 
@@ -34,6 +35,31 @@ def configure_backend(device: torch.device, *, deterministic: bool) -> None:
     # inductor's copy of it, and importing inductor costs ~1.3 s of every job's start-up; a run
     # that compiles sets inductor's copy in `prepare_model`.
     torch._C._set_deterministic_algorithms(deterministic, warn_only=True)
+
+
+@contextlib.contextmanager
+def backend_held() -> Iterator[None]:
+    """torch's process-wide numeric switches, as the block found them, after it: cuDNN autotuning
+    and determinism, TF32 for matmuls and convolutions, the deterministic-algorithms flag and
+    inductor's copy of it. `configure_backend` sets them for a whole process (a Snakemake job); an
+    API call holds its setting to itself this way, so the next call computes as a fresh process
+    would (pseudo-labels after a labeler trained in the same session, say)."""
+    cudnn = torch.backends.cudnn
+    switches = (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32,
+                torch.get_float32_matmul_precision())
+    algorithms = (torch.are_deterministic_algorithms_enabled(),
+                  torch.is_deterministic_algorithms_warn_only_enabled())
+    inductor = sys.modules.get("torch._inductor.config")
+    inductor_flag = None if inductor is None else inductor.deterministic
+    try:
+        yield
+    finally:
+        cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = switches[:3]
+        torch.set_float32_matmul_precision(switches[3])
+        torch._C._set_deterministic_algorithms(algorithms[0], warn_only=algorithms[1])
+        inductor = sys.modules.get("torch._inductor.config")
+        if inductor is not None:  # loaded inside the block: prepare_model's rule, the flag's copy
+            inductor.deterministic = algorithms[0] if inductor_flag is None else inductor_flag
 
 
 def tf32_flags(device: torch.device) -> dict[str, bool] | None:
