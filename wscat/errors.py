@@ -120,6 +120,24 @@ def _permission_fix(where: str) -> str:
     return "make it writable for this user, or choose another location"
 
 
+def _out_of_gpu_memory(error: BaseException) -> bool:
+    """torch.OutOfMemoryError (CUDA's allocator), told by its name: this module runs in steps
+    that never import torch."""
+    return any(kind.__module__ == "torch" and kind.__name__ == "OutOfMemoryError"
+               for kind in type(error).__mro__)
+
+
+def gpu_memory_line(error: BaseException) -> str:
+    """A GPU out of memory as one line: how much was asked for and what to change (the rest of
+    torch's message, every process's use and the allocator's settings, left out)."""
+    message = first_line(error)
+    asked = re.match(r".*?Tried to allocate [\d.]+ \w+", message)
+    return (f"out of GPU memory ({asked.group(0) if asked else message[:160]}): run fewer jobs "
+            "on the GPU at once (Snakemake: --resources gpu=1; the CIFAR-10 proxy: --jobs), or "
+            "lower the batch size in params.yaml (training.DATASET.batch_size trains afresh, "
+            "evaluation.batch_size evaluates afresh)")
+
+
 def describe(error: BaseException) -> str | None:
     """One line for an anticipated failure; None for an unexpected one."""
     if isinstance(error, Terminated):
@@ -131,6 +149,8 @@ def describe(error: BaseException) -> str | None:
                "so rerun the same command to continue"
     if isinstance(error, OSError):
         return os_error_line(error)
+    if _out_of_gpu_memory(error):
+        return gpu_memory_line(error)
     if isinstance(error, (ValueError, zipfile.BadZipFile, EOFError)):
         return first_line(error)
     return None

@@ -606,6 +606,24 @@ def test_an_unexpected_error_has_no_line_and_exit_1() -> None:
     assert describe(RuntimeError("bug")) is None and exit_code(RuntimeError("bug")) == 1
 
 
+def test_a_gpu_out_of_memory_is_one_line_with_what_to_change_not_a_bug() -> None:
+    """torch's CUDA message runs on (every process's use, the allocator's settings); it was
+    called "unexpected OutOfMemoryError ... (a bug: ... report it)"."""
+    import torch
+
+    error = torch.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.80 "
+        "GiB of which 1.06 GiB is free. Process 8 has 138.7 GiB memory in use. Of the allocated "
+        "memory 130.1 GiB is allocated by PyTorch\nmore")
+    line = describe(error)
+    assert line.startswith("out of GPU memory (CUDA out of memory. Tried to allocate 2.00 GiB): "
+                           "run fewer jobs on the GPU at once (Snakemake: --resources gpu=1")
+    assert "training.DATASET.batch_size" in line and "Process 8" not in line
+    assert "\n" not in line and exit_code(error) == 2
+    assert describe(torch.OutOfMemoryError("odd")).startswith("out of GPU memory (odd): ")
+    assert describe(RuntimeError("CUDA out of memory")) is None  # by its type, not its words
+
+
 class Rule:
     def __init__(self, name: str, makes: str) -> None:
         self.name, self.makes = name, makes
