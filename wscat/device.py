@@ -56,9 +56,18 @@ def pick_device(name: str | torch.device | None = "auto", threads: int | None = 
         raise ValueError(f"threads {threads}: give a whole number of at least 1")
     if threads:
         torch.set_num_threads(threads)
+    given, use_cpu = _source("auto" if name is None else name, flag)
     if name is None or name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    given, use_cpu = _source(name, flag)
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        granted = gpu_granted()
+        if granted:  # a GPU job whose CUDA is broken would run on the CPU for hours unseen
+            why = ("this torch is a CPU-only build" if torch.version.cuda is None
+                   else "its driver or the card is not usable from here")
+            raise ValueError(f"{given}: {granted} gives this process a GPU, but torch finds no "
+                             f"CUDA device ({why}); mend the node's CUDA, or {use_cpu} to run "
+                             "on the CPU")
+        return torch.device("cpu")
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError, ValueError):
@@ -74,6 +83,22 @@ def pick_device(name: str | torch.device | None = "auto", threads: int | None = 
         raise ValueError(f"{given}: this machine has {torch.cuda.device_count()} CUDA device(s), "
                          f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     return device
+
+
+# The variables through which a scheduler or a user hands a process its GPUs, and the values
+# that hand none (SLURM's NoDevFiles where a job asked for no GPU; -1, by convention).
+GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
+NO_GPU = ("", "-1", "NoDevFiles")
+
+
+def gpu_granted() -> str | None:
+    """`NAME=value` of the first of GPU_VARIABLES that names a GPU for this process, else
+    None."""
+    for variable in GPU_VARIABLES:
+        value = os.environ.get(variable, "").strip()
+        if value not in NO_GPU:
+            return f"{variable}={value}"
+    return None
 
 
 def named(name: str | torch.device | None) -> bool:

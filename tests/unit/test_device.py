@@ -103,3 +103,34 @@ def test_an_indexed_cpu_is_the_cpu_and_loads_checkpoints(tmp_path):
     path = tmp_path / "c.pt"
     save_checkpoint(path, {"weights": torch.nn.Linear(2, 2).state_dict(), "meta": {"seed": 1}})
     assert set(load_checkpoint(path, map_location=device)) >= {"weights"}
+
+
+@pytest.mark.parametrize(("variable", "value", "refused"), [
+    ("CUDA_VISIBLE_DEVICES", "0", True), ("CUDA_VISIBLE_DEVICES", "GPU-3f2a", True),
+    ("SLURM_JOB_GPUS", "2", True), ("SLURM_STEP_GPUS", "0,1", True),
+    ("CUDA_VISIBLE_DEVICES", "", False), ("CUDA_VISIBLE_DEVICES", "-1", False),
+    ("SLURM_JOB_GPUS", "NoDevFiles", False)])
+def test_auto_on_a_job_given_a_gpu_that_cuda_cannot_see_stops_in_one_line(
+        monkeypatch, variable, value, refused):
+    """An audit: a SLURM GPU job with a broken CUDA trained WRN-16-4 on the CPU for hours under
+    `--device auto`, its log's first line the only sign. A GPU handed to the process and no CUDA
+    is refused; no GPU handed, auto is the CPU; a device by name is the caller's choice."""
+    from wscat.device import FromEnvironment, GPU_VARIABLES, pick_device
+
+    for other in GPU_VARIABLES:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv(variable, value)
+    if not refused:
+        assert pick_device("auto") == torch.device("cpu")
+        return
+    with pytest.raises(ValueError) as caught:
+        pick_device("auto")
+    assert str(caught.value).startswith(f"--device auto: {variable}={value} gives this process "
+                                        "a GPU, but torch finds no CUDA device (")
+    assert str(caught.value).endswith("or use --device cpu to run on the CPU")
+    with pytest.raises(ValueError, match=r"^device='auto': .* or pass device='cpu' to run"):
+        pick_device("auto", flag="device=")
+    with pytest.raises(ValueError, match=r"^WSCAT_DEVICE=auto: .* set WSCAT_DEVICE=cpu"):
+        pick_device(FromEnvironment("auto"))
+    assert pick_device("cpu") == torch.device("cpu")
