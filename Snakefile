@@ -49,6 +49,7 @@ localrules:
     table,
     paper_table,
     paper_compare,
+    paper_figure,
     paper_index,
     curves,
     robustness_curves,

@@ -30,7 +30,9 @@ PROFILES = ROOT / "workflow" / "profiles"
 CLUSTER = ROOT / "tests" / "helpers" / "slurm_cluster.sh"
 TABLE = "results/tables/digits.tex"
 GPU_RULES = {"train", "pseudo_label", "evaluate", "evaluate_extra", "validate", "analyse"}
-REMOTE_RULES = GPU_RULES | {"paper_figure"}
+# Every other rule plots, renders or copies: it runs on the submitting node (`localrules`),
+# not as a job sent to a GPU partition asking for no GPU (an audit found paper_figure so).
+REMOTE_RULES = GPU_RULES
 # The cluster test's time, both runs and the kill included: 5 minutes (CI's two idle cores).
 BUDGET_S = int(os.environ.get("WSCAT_SLURM_BUDGET_S", "300"))
 
@@ -85,6 +87,26 @@ def test_gpu_and_cpu_profiles_differ_only_in_gpus_partition_and_sizes() -> None:
             assert resources[rule].get("gpu", 0) == (gpus if rule in GPU_RULES else 0)
 
 
+def test_every_rule_the_profiles_do_not_size_runs_on_the_submitting_node() -> None:
+    """The workflow's rules that are not local are exactly the ones the profiles give memory,
+    time and threads: a new rule is either sized for a job or made local."""
+    rules, local = {}, set()
+    for path in [ROOT / "Snakefile", *(ROOT / "workflow" / "rules").glob("*.smk")]:
+        text = path.read_text()
+        if block := re.search(r"^localrules:\n((?:    \w+,\n)+)", text, re.M):
+            local |= set(re.findall(r"\w+", block[1]))
+        for name, body in re.findall(r"^\s*rule ?(\w*):\n(.*?)(?=^\s*rule ?\w*:|\Z)", text,
+                                     re.M | re.S):
+            if not name:  # made in a loop, named by `name:` (fetch_cifar10, the named targets)
+                assert "localrule: True" in body, body
+                continue
+            rules[name] = body
+            if "localrule: True" in body:
+                local.add(name)
+    assert {"paper_table", "paper_figure", "table", "split", "demo"} <= local <= set(rules)
+    assert set(rules) - local == REMOTE_RULES
+
+
 def test_every_gpu_rule_of_the_workflow_is_switched_by_the_cpu_profile() -> None:
     rules = {}
     for path in (ROOT / "workflow" / "rules").glob("*.smk"):
@@ -105,7 +127,7 @@ def test_every_compute_rule_of_the_cpu_profile_computes_on_one_thread() -> None:
     other weights). The GPU profile keeps CPU threads (data loading) but for analyse's t-SNE."""
     assert profile("slurm-cpu")["set-threads"] == {rule: 1 for rule in REMOTE_RULES}
     gpu = profile("slurm")["set-threads"]
-    assert gpu["analyse"] == gpu["paper_figure"] == 1
+    assert gpu["analyse"] == 1
     for name in ("slurm", "slurm-cpu"):
         text = (PROFILES / name / "config.yaml").read_text()
         assert "slurm-no-account" in text  # the plugin's option, and why it is not set
