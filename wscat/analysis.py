@@ -118,8 +118,10 @@ def validation_accuracies(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *,
                           finite: bool = False) -> dict[str, float]:
     """Natural and PGD accuracy (%) on the validation set and their harmonic mean (Fig-beta's
     tuning rule). The model must be in eval mode. With `finite`, clean or adversarial logits
-    that hold NaN or inf are refused (wscat.evaluation.correct)."""
-    generator = torch.Generator(device=x.device).manual_seed(seed)
+    that hold NaN or inf are refused (wscat.evaluation.correct). The PGD start is drawn from a
+    CPU generator, as the trainer's validation draws it, so on a GPU too the numbers are the
+    train log's for the same checkpoint (and do not depend on how the images are batched)."""
+    generator = torch.Generator().manual_seed(seed)
     natural = accuracy(model, x, y, batch_size=batch_size, finite=finite)
     robust = accuracy(model, x, y, attack="PGD", eps=eps, step_size=step_size, steps=steps,
                       batch_size=batch_size, generator=generator, finite=finite)

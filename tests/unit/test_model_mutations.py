@@ -494,6 +494,27 @@ def test_validation_pgd_draws_its_start_from_the_seed() -> None:
     assert pgd_accuracy(2) != first
 
 
+def test_validation_draws_as_the_trainer_from_a_cpu_generator_whatever_the_device(
+        monkeypatch) -> None:
+    """`wscat validate` on a GPU drew its PGD start from a CUDA generator, the trainer's
+    validation (the train log's val_pgd) from a CPU one: the same checkpoint, other numbers. The
+    images here are on `meta`, which no generator lives on."""
+    import wscat.analysis as analysis
+
+    seen = []
+
+    def accuracy(model, x, y, *, generator=None, **_):
+        seen.append(None if generator is None else (generator.device.type,
+                                                    generator.initial_seed()))
+        return 50.0
+
+    monkeypatch.setattr(analysis, "accuracy", accuracy)
+    x, y = torch.zeros(4, 1, 1, 1, device="meta"), torch.zeros(4, dtype=torch.long, device="meta")
+    analysis.validation_accuracies(_Line().eval(), x, y, eps=0.1, step_size=0.02, steps=2,
+                                   batch_size=2, seed=7)
+    assert seen == [None, ("cpu", 7)]
+
+
 def test_validation_refuses_nonfinite_clean_logits_first() -> None:
     from wscat.analysis import validation_accuracies
     from wscat.inference import NonFiniteOutputs
