@@ -267,6 +267,25 @@ def test_state_dict_round_trip_resumes_exactly():
         assert all(torch.equal(sa[k], sb[k]) for k in sa if k != "_extra_state")
 
 
+def test_a_resumed_adam_keeps_its_step_counts_as_a_fresh_one_does():
+    """A resume maps the checkpoint onto the device, and torch's Adam leaves `step` where the
+    state dict has it; on a GPU each step then read every count back to the host. Here a
+    checkpoint's counts come in another form (float64): they are made CPU float32 scalars, as
+    a fresh Adam's, with the same values."""
+    model, method, optimizer = _setup(seed=0)
+    _train_step(model, method, optimizer, make_ema(model), ADVERSARIAL, seed=3)
+    saved = _roundtrip({"method": method.state_dict()})["method"]
+    for state in saved["_extra_state"].values():
+        for entry in state["state"].values():
+            entry["step"] = entry["step"].double()
+    _, resumed, _ = _setup(seed=9)
+    resumed.load_state_dict(saved)
+    steps = [entry["step"] for entry in _adam_states(resumed)]
+    assert steps and all(step.device.type == "cpu" and step.dtype == torch.float32
+                         and step.dim() == 0 for step in steps)
+    assert [float(step) for step in steps] == [float(s["step"]) for s in _adam_states(method)]
+
+
 def test_resume_without_the_optimiser_states_would_differ():
     """The Adam states matter: fresh ones give another step (the round trip is not vacuous)."""
     model, method, optimizer = _setup()

@@ -151,8 +151,15 @@ class Puat(Method):
         return {name: optimizer.state_dict() for name, optimizer in self.optimizers.items()}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
+        """The Adams' states; each parameter's `step` back in the form a fresh Adam keeps it, a
+        CPU scalar. A resume maps the checkpoint onto the device, and torch leaves `step` where
+        it finds it: on a GPU every Adam step would then read each parameter's count back to
+        the host (same numbers, one wait per parameter)."""
         for name, optimizer in self.optimizers.items():
             optimizer.load_state_dict(state[name])
+            for entry in optimizer.state.values():
+                if isinstance(entry.get("step"), torch.Tensor):
+                    entry["step"] = torch.tensor(float(entry["step"]))
 
     def consistency_weight(self, progress: float) -> float:
         if self.consistency_rampup_epochs == 0:
