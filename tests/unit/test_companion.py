@@ -80,6 +80,9 @@ def test_tab_mode_and_tab_sup_carry_it_too(tmp_path: Path, monkeypatch, tier_par
     per_seed = [harmonic_mean([80.0 + s, 50.0, 40.0 - s, 35.0, 29.0]) for s in seeds]
     assert {r["mean"] for r in paper_means} == {f"{statistics.fmean(per_seed):.2f}"}
     assert "Mean-paper" not in (tmp_path / "t.tex").read_text()
+    # tab-sup's NRF column: another attack than the paper's, its caption says
+    assert ("not the paper's unbounded L2 attack" in (tmp_path / "t.tex").read_text()) == (
+        label == "tab-sup")
 
 
 def test_no_aa_paper_no_mean_paper(tier_work, tier_params, capsys) -> None:
@@ -145,3 +148,19 @@ def test_the_caption_gives_the_noise_a_difference_must_clear(tmp_path: Path) -> 
     one = [{**row, "ours_std": None} for row in joined]
     assert "ours is one seed, whose seed-to-seed spread is unmeasured" in render(
         one, "Tab-RQ1-CIFAR10")[0]
+
+
+def test_our_nrf_beside_the_paper_s_says_it_is_another_attack(tmp_path: Path) -> None:
+    """Ours is L-inf PGD in the eps-ball, the paper's an unbounded L2 attack (docs/evaluation.md):
+    its difference came out as a plain number beside AA's and Mean's notes."""
+    path = tmp_path / "tab-sup.csv"
+    path.write_text(HEADER + "tab-sup,CIFAR10,ResNet50,TRADES,NRF,50.00,1.00,3\n"
+                    "tab-sup,CIFAR10,ResNet50,TRADES,PGD,52.00,1.00,3\n")
+    joined = join(path)
+    nrf = next(row for row in joined if row["metric"] == "NRF")
+    assert (nrf["paper"], nrf["difference"]) == (43.92, 6.08)
+    assert "not the paper's unbounded L2 attack" in nrf["note"]
+    assert next(row for row in joined if row["metric"] == "PGD")["note"] == ""
+    caption = render(joined, "tab-sup")[0].split(r"\caption{")[1].split(r"\label")[0]
+    assert "NRF: ours is L-inf PGD in the eps-ball" in caption
+    assert "NRF" not in render([r for r in joined if r["metric"] == "PGD"], "tab-sup")[0]

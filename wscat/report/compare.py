@@ -22,7 +22,10 @@ KEYS = ("table", "dataset", "model", "method", "metric")
 # Our rows put beside the paper's cell of another metric: its AA and Mean are its variant's.
 PAPERS = {"AA-paper": "AA", PAPER_MEAN: "Mean"}
 NOTES = {PAPER_MEAN: "over AA-paper, as the paper's Mean",
-         "Mean": "over the standard AA, not the paper's variant (no AA-paper measured)"}
+         "Mean": "over the standard AA, not the paper's variant (no AA-paper measured)",
+         # docs/evaluation.md, NRF: ours is L-inf PGD in the eps-ball, theirs an unbounded L2
+         "NRF": "L-inf PGD in the eps-ball, not the paper's unbounded L2 attack: not like for "
+                "like"}
 # Our AA row: the standard AutoAttack, beside the paper's AA from its weaker variant; the note
 # names the row that compares like for like where the table has one (AA-paper).
 AA_NOTES = {True: "the standard AA, stronger than the paper's variant; AA-paper is like for like",
@@ -100,7 +103,8 @@ def render(rows: list[dict[str, object]], label: str,
         previous = group
     against = (f" Paper: {paper_cells[0]}, {paper_cells[1]}." if paper_cells else "")
     tex = grid(caption=f"Ours against the paper, cell by cell, for Table {label} "
-                       f"(difference = ours - paper).{against}{_which_aa(rows)}{_which_mean(rows)} "
+                       f"(difference = ours - paper).{against}{_which_aa(rows)}{_which_mean(rows)}"
+                       f"{_which_nrf(rows)} "
                        + noise_note(row["ours_std"] for row in rows),
                label=f"{label}-vs-paper", colspec="llll|ccc",
                header=["Dataset", "Model", "Method", "Metric", "Ours", "Paper", r"$\Delta$"],
@@ -131,6 +135,14 @@ def _which_aa(rows: list[dict[str, object]]) -> str:
             "that gave its AA numbers, so its difference also holds the gap between the two "
             + ("AutoAttacks; AA-paper, ours in the paper's variant, stands beside the same "
                "number." if "AA-paper" in metrics else "AutoAttacks (no AA-paper measured)."))
+
+
+def _which_nrf(rows: list[dict[str, object]]) -> str:
+    """The caption's words for an NRF row: another attack than the paper's, not like for like."""
+    if not any(row["metric"] == "NRF" for row in rows):
+        return ""
+    return (" NRF: ours is L-inf PGD in the eps-ball (docs/evaluation.md), the paper's an "
+            "unbounded L2 attack, so its difference is not like for like.")
 
 
 def _which_mean(rows: list[dict[str, object]]) -> str:

@@ -264,6 +264,8 @@ def sup_table(params: dict[str, Any], tier: str, files: list[str]
                        "of our WSCAT that uses only labeled data) under fully-supervised setting "
                        f"(every training label; seed {seeds}"
                        + (f"; mean and {SPREAD} over them)." if len(spec["seeds"]) > 1 else ").")
+                       + " NRF: the attack on non-robust features as L-inf PGD in the eps-ball "
+                       "(docs/evaluation.md), not the paper's unbounded L2 attack."
                        + short_caption(every),
                label="tab-sup", colspec="cc|cccccc|c",
                header=["Dataset (Model)", "Method", "Nat.", "FGSM", "PGD", "CW", "AA", "Mean", "NRF"],
