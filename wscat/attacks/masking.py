@@ -59,12 +59,26 @@ def square_not_better(after: dict[str, float], *, tolerance: float = 0.2) -> Che
             "after_square": round(after["square"], 4), "tolerance": tolerance}
 
 
+# AutoAttack's warning that its black-box Square beat its white-box attacks (pyautoattack's
+# checks.check_square_sr): a sign of masking after the standard AutoAttack's 100-step APGD, but
+# expected after the paper's variant's 10 steps, which leave images a longer attack would flip.
+SQUARE_SUCCESS = "Square Attack has decreased the robust accuracy"
+
+
+def counted(name: str, warning: str) -> bool:
+    """Whether a warning of AutoAttack `name` (AA, AA-paper) counts against the check: every
+    one of the standard AutoAttack's; the paper's variant's but its Square success."""
+    return name != "AA-paper" or not warning.startswith(SQUARE_SUCCESS)
+
+
 def no_autoattack_warnings(warnings: dict[str, list[str]]) -> Check:
-    """AutoAttack's own checks (zero gradients, randomised or dynamic defence, Square success)."""
-    count = sum(len(w) for w in warnings.values())
-    detail = ("AutoAttack raised no warning" if not count else
-              "; ".join(f"{name}: {w}" for name, ws in warnings.items() for w in ws))
-    return {"passed": not count, "detail": detail, "warnings": count}
+    """AutoAttack's own checks (zero gradients, randomised or dynamic defence, Square success),
+    but Square's success after the paper's weak variant (`counted`; the metrics file keeps it
+    under autoattack_warnings)."""
+    failed = [(name, w) for name, ws in warnings.items() for w in ws if counted(name, w)]
+    detail = ("AutoAttack raised no warning" if not failed else
+              "; ".join(f"{name}: {w}" for name, w in failed))
+    return {"passed": not failed, "detail": detail, "warnings": len(failed)}
 
 
 def iterative_not_weaker(fgsm: float, pgd: float, *, tolerance: float) -> Check:
