@@ -56,6 +56,23 @@ def test_a_bound_near_zero_is_printed_with_its_sign_in_every_output() -> None:
         "+1.23", "-0.01", "+0.0004", "-0.00004", "0.00"]
 
 
+def test_the_per_attack_caption_claims_its_level_only_where_it_was_simulated() -> None:
+    """Three seeds on the demo's 359 images: the per-attack rates of docs/evaluation.md. The
+    two-seed proxy table printed "each cell holds its level by itself" under a Mean caption
+    saying the level is not shown with two seeds."""
+    def caption(k: int, n_images: int) -> str:
+        row = {**_row("trades", 0.5, 2.4), "n_seeds": k, "n_images": n_images, "column": "AA"}
+        return markdown.paired_attacks_markdown(paired._frame([row], ["column", *paired.COLUMNS]),
+                                                NAMES).splitlines()[0]
+
+    assert "95%); bold where it excludes 0. Each cell holds its level by itself; the 1 attacks" \
+        in caption(3, 359)
+    for k, n in ((2, 1000), (3, 1000), (2, 359)):
+        assert "holds its level" not in caption(k, n)
+        assert (f"Each cell's level by itself was simulated with three seeds on 359 test images, "
+                f"not with {k} on {n}; the 1 attacks are not tested jointly") in caption(k, n)
+
+
 # --- 2. one seed: no spread claimed in the paper tier's captions -----------------------------
 
 def _paper_tables(root: Path, params: dict) -> dict[str, str]:

@@ -164,11 +164,15 @@ def paired_attacks_markdown(by_attack: pd.DataFrame | None,
         return ""
     attacks = list(dict.fromkeys(row["column"] for row in rows))
     reference = display_names[rows[0]["reference"]]
-    k = int(rows[0]["n_seeds"])
+    k, n_images = int(rows[0]["n_seeds"]), rows[0]["n_images"]
+    # docs/evaluation.md's per-attack rates: simulated at three seeds on the demo's test set only
+    level = ("Each cell holds its level by itself" if k == 3 and n_images == SIMULATED_IMAGES
+             else f"Each cell's level by itself was simulated with three seeds on "
+                  f"{SIMULATED_IMAGES} test images, not with {k} on {n_images}")
     lines = [f"*Each attack on its own: the same paired interval on that attack's accuracy "
-             f"(method − {reference}, {k} seeds, 95%); bold where it excludes 0. Each cell holds "
-             f"its level by itself; the {len(attacks)} attacks are not tested jointly, so one bold "
-             "cell among many is weaker evidence than the Mean's interval.*", "",
+             f"(method − {reference}, {k} seeds, 95%); bold where it excludes 0. {level}; the "
+             f"{len(attacks)} attacks are not tested jointly, so one bold cell among many is "
+             "weaker evidence than the Mean's interval.*", "",
              _row(["method", *attacks]), _row(["---", *("---:" for _ in attacks)])]
     cells: dict[str, list[str]] = {}  # method -> its cells, in the attacks' order
     for row in rows:
