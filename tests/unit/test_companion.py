@@ -142,8 +142,9 @@ def test_the_caption_gives_the_noise_a_difference_must_clear(tmp_path: Path) -> 
     joined = join(table_csv(tmp_path, wscat_paper_mean=True))
     caption = render(joined, "Tab-RQ1-CIFAR10")[0].split(r"\caption{")[1].split(r"\label")[0]
     assert "a seed's std here up to 1.00 points" in caption
-    assert ("sqrt(p(1 - p)/N): at p = 50\\%, 0.50 points on 10,000 images (the paper's test "
-            "sets), 1.58 on 1,000 (the CIFAR-10 proxy's)") in caption
+    assert ("sqrt(p(1 - p)/N): at p = 50\\%, 0.50 points on 10,000 images (CIFAR's test "
+            "sets), 0.71 on 5,000 (ImageNet32-100's), 1.58 on 1,000 (the CIFAR-10 proxy's)"
+            ) in caption  # 100 sqrt(0.25/N): 0.500, 0.707, 1.581
     assert "A difference from the paper inside that noise is not a finding." in caption
     one = [{**row, "ours_std": None} for row in joined]
     assert "ours is one seed, whose seed-to-seed spread is unmeasured" in render(
