@@ -353,7 +353,10 @@ def test_tab_modes_spread_words() -> None:
     one = "(one seed: no spread; means alone)"
     assert words([1], [1]) == f"mean and {SD} over seed 1 {one}"
     assert words([1], [2]) == f"mean and {SD} over seeds; A over seed 1 {one}, B over seed 2 {one}"
-    assert words([1, 2], [1, 2, 3]) == f"mean and {SD} over seeds"
+    assert words([1, 2, 3], [1, 2, 3]) == f"mean and {SD} over seeds"
+    # columns of other seeds each say theirs (a column over fewer seeds was hidden)
+    assert words([1, 2], [1, 2, 3]) == (f"mean and {SD} over seeds: A over seeds 1, 2, B over "
+                                        "seeds 1, 2, 3")
 
 
 def _write(path: Path, data: dict) -> str:

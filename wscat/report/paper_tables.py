@@ -214,6 +214,10 @@ def _mode_spread(params: dict[str, Any], entries: list[dict[str, Any]],
     seeds = {e["dataset"]: params["experiments"][e["ablation"]["experiment"]]["seeds"]
              for e in entries}
     single = [dataset for dataset, s in seeds.items() if len(s) == 1]
+    if not single and len({tuple(s) for s in seeds.values()}) > 1:  # columns of other seeds
+        return (f"mean and {SPREAD} over seeds: "
+                + ", ".join(f"{names[d]} over seeds {', '.join(map(str, s))}"
+                            for d, s in seeds.items()))
     if not single:
         return f"mean and {SPREAD} over seeds"
     if len(single) == len(seeds) and len({tuple(s) for s in seeds.values()}) == 1:
