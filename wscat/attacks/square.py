@@ -26,8 +26,12 @@ from pyautoattack.square import SquareAttack
 
 
 def batch_independent(predict, x: torch.Tensor) -> bool:
-    """True if `predict` gives every example of `x` the same logits alone as in the batch, for
-    the sub-batch sizes the loop uses (2 up to len(x) - 1)."""
+    """True if `predict` gives the examples of `x` the same logits in three sub-batches (every
+    other one, about half; the first 2; all but the first, len(x) - 1) as in the whole batch.
+    The loop evaluates sub-batches of any size from 2 up, so this samples the sizes, it does
+    not prove them: a GPU whose kernels change at an unchecked size would slip through (on the
+    H100 the AutoAttack flags matched the library's for all 1,000 proxy test images:
+    benchmarks/results/autoattack-speed-h100.md)."""
     n = len(x)
     if n < 3:
         return n < 2  # one example: nothing to skip; two: the pair is the only sub-batch >= 2
