@@ -181,9 +181,10 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: Any, *, params: dic
     seed; the attacked images are the first `evaluation.n_examples` of the class-stratified
     order of `evaluation.subset_seed` (given a split's test set, those its metrics measured).
     Gradients are on inside, whatever the caller's grad mode; torch's random state (AutoAttack
-    seeds it) and numeric switches (TF32, deterministic kernels) are the caller's again after; attacks too short to reach eps are warned of
-    (UserWarning), as `wscat evaluate` warns. Finished AutoAttack shards are kept in
-    `shard_dir` (a killed call given it again resumes; wscat.attacks.shards)."""
+    seeds it) and numeric switches (TF32, deterministic kernels) are the caller's again after;
+    attacks too short to reach eps are warned of (UserWarning), as `wscat evaluate` warns.
+    Finished AutoAttack shards are kept in `shard_dir` (a killed call given it again resumes;
+    wscat.attacks.shards)."""
     if torch.is_inference_mode_enabled():
         raise ValueError("evaluate_model runs attacks, which need gradients: call it outside "
                          "torch.inference_mode()")
