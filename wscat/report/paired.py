@@ -9,8 +9,9 @@ correlated or t3-tailed seed effects: at most 3.4% of equal pairs called differe
 method's seed now and then collapses, it can call about 6-7% of equal pairs different: the true
 difference carries collapses that three seeds often do not show, so the rows it gets wrong look
 clean. `apart` flags the rows where a collapse does show. Those rates are the demo's 359 test
-images'; on 1,000 (the CIFAR-10 proxy's) normal seeds reach 4.0% and collapses up to 27%
-(`paired_null.py --images 1000 --shapes`; the captions quote each size's: markdown.LEVELS).
+images'; on 1,000 (the CIFAR-10 proxy's) normal seeds reach 4.0% and collapses up to 27%, on
+5,000 and 10,000 (ImageNet32-100's, CIFAR's) normal seeds about 5% and collapses up to 53% and 59%
+(`paired_null.py --images N --shapes`; the captions quote each size's: markdown.LEVELS).
 
 Two sources of noise, crossed: the seeds (split, initialisation, batches) and the test images,
 which are the same in every seed. Per seed s the paired difference of Means is
