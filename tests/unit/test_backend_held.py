@@ -69,9 +69,9 @@ def test_evaluate_model_attacks_as_wscat_evaluate_and_hands_the_switches_back(
     params = tiny_params(epochs=1)
     assert params["training"]["digits"]["deterministic"] is True  # what `wscat evaluate` sets
     model = Recording(api.build_model("cnn", params=params)).eval()
-    images = api.load_dataset("digits", params=params).images[:60]
-    labels = api.load_dataset("digits", params=params).labels[:60]
-    api.evaluate_model(model, images, labels, dataset="digits", params=params, seed=1)
+    digits = api.load_dataset("digits", params=params)
+    api.evaluate_model(model, digits.images[:60], digits.labels[:60], dataset="digits",
+                       params=params, seed=1)
     assert model.seen == {True}
     assert _switches() == callers_switches
 

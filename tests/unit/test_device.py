@@ -112,8 +112,8 @@ def test_an_indexed_cpu_is_the_cpu_and_loads_checkpoints(tmp_path):
     ("SLURM_JOB_GPUS", "NoDevFiles", False)])
 def test_auto_on_a_job_given_a_gpu_that_cuda_cannot_see_stops_in_one_line(
         monkeypatch, variable, value, refused):
-    """An audit: a SLURM GPU job with a broken CUDA trained WRN-16-4 on the CPU for hours under
-    `--device auto`, its log's first line the only sign. A GPU handed to the process and no CUDA
+    """An audit found that a SLURM GPU job with a broken CUDA would train WRN-16-4 on the CPU for
+    hours under `--device auto`, its log's first line the only sign. A GPU handed to the process and no CUDA
     is refused; no GPU handed, auto is the CPU; a device by name is the caller's choice."""
     from wscat.device import FromEnvironment, GPU_VARIABLES, pick_device
 
