@@ -87,32 +87,38 @@ def test_gpu_and_cpu_profiles_differ_only_in_gpus_partition_and_sizes() -> None:
             assert resources[rule].get("gpu", 0) == (gpus if rule in GPU_RULES else 0)
 
 
-def test_every_rule_the_profiles_do_not_size_runs_on_the_submitting_node() -> None:
-    """The workflow's rules that are not local are exactly the ones the profiles give memory,
-    time and threads: a new rule is either sized for a job or made local."""
-    rules, local = {}, set()
+def workflow_rules() -> tuple[dict[str, str], set[str], list[str]]:
+    """The Snakefile's and workflow/rules/*.smk's rules: {name: body} of the named ones, the names
+    that run locally (`localrules:`, `localrule: True`), and the bodies of the rules made in a
+    loop and named by `name:` (fetch_cifar10, the named targets)."""
+    rules, local, unnamed = {}, set(), []
     for path in [ROOT / "Snakefile", *(ROOT / "workflow" / "rules").glob("*.smk")]:
         text = path.read_text()
         if block := re.search(r"^localrules:\n((?:    \w+,\n)+)", text, re.M):
             local |= set(re.findall(r"\w+", block[1]))
         for name, body in re.findall(r"^\s*rule ?(\w*):\n(.*?)(?=^\s*rule ?\w*:|\Z)", text,
                                      re.M | re.S):
-            if not name:  # made in a loop, named by `name:` (fetch_cifar10, the named targets)
-                assert "localrule: True" in body, body
+            if not name:
+                unnamed.append(body)
                 continue
             rules[name] = body
             if "localrule: True" in body:
                 local.add(name)
+    return rules, local, unnamed
+
+
+def test_every_rule_the_profiles_do_not_size_runs_on_the_submitting_node() -> None:
+    """The workflow's rules that are not local are exactly the ones the profiles give memory,
+    time and threads: a new rule is either sized for a job or made local."""
+    rules, local, unnamed = workflow_rules()
+    for body in unnamed:
+        assert "localrule: True" in body, body
     assert {"paper_table", "paper_figure", "table", "split", "demo"} <= local <= set(rules)
     assert set(rules) - local == REMOTE_RULES
 
 
 def test_every_gpu_rule_of_the_workflow_is_switched_by_the_cpu_profile() -> None:
-    rules = {}
-    for path in (ROOT / "workflow" / "rules").glob("*.smk"):
-        for block in re.split(r"\n(?=rule )", path.read_text()):
-            if match := re.match(r"rule (\w+):", block):
-                rules[match[1]] = block
+    rules, _, _ = workflow_rules()
     on_gpu = {name for name, block in rules.items() if re.search(r"\bgpu=1", block)}
     assert on_gpu == GPU_RULES
     assert all(profile("slurm-cpu")["set-resources"][rule]["gpu"] == 0 for rule in on_gpu)
