@@ -682,6 +682,16 @@ def seeds_dir_of(args: argparse.Namespace) -> Path | None:
     return SEEDS_DIR if args.params.resolve() == (ROOT / "params.yaml").resolve() else None
 
 
+def npz_path_note(key: str, committed: dict[str, Any]) -> str:
+    """Where the difference is the npz's path (every training fingerprint holds it): the path
+    the committed seed's npz had, which `--npz` can give from any checkout."""
+    if not key.endswith(".dataset.path"):
+        return ""
+    path = committed["datasets"][EXPERIMENT]["path"]
+    return (f" (the npz's path is part of every training fingerprint: the committed seed's was "
+            f"{path}; pass --npz {path} with the same file there)")
+
+
 def checked_params(args: argparse.Namespace) -> dict[str, Any]:
     """The run's params, validated in memory, after the arguments are checked; refused (a
     ValueError, one line) where a committed seed was run with params that differ in what the
@@ -723,17 +733,25 @@ def checked_params(args: argparse.Namespace) -> dict[str, Any]:
     if committed is None or not any(committed.glob("seed*/params.yaml")):
         return raw  # no committed seed yet: nothing to match
     done = seed_dirs(committed)
+    tier = base["experiments"][EXPERIMENT].get("seeds") or []
+    if args.seeds_dir is None and args.seed not in tier:  # the table expects these (--expect)
+        raise ValueError(f"--seed {args.seed}: not one of the tier's seeds "
+                         f"({', '.join(map(str, tier))}: {args.params}'s experiments."
+                         f"{EXPERIMENT}.seeds), so benchmarks/proxy_table.py would refuse its "
+                         "folder; run one of them, or pass --seeds-dir for another table")
     if args.seed in done:  # its call would be spent on a seed the table already holds
         raise ValueError(f"--seed {args.seed}: seed {args.seed} is committed already "
                          f"({done[args.seed]}); run a seed that {committed} lacks, or pass "
                          "--seeds-dir for another table")
     for seed, folder in done.items():
-        key = seed_difference(load_params(folder / "params.yaml"), params)
+        theirs = load_params(folder / "params.yaml")
+        key = seed_difference(theirs, params)
         if key is not None:
             raise ValueError(f"these params differ from committed seed {seed}'s "
-                             f"({folder / 'params.yaml'}) in {key}: this seed would not join "
-                             f"its table (benchmarks/proxy_table.py); run from a checkout whose "
-                             f"params give the same, or pass --seeds-dir for another table")
+                             f"({folder / 'params.yaml'}) in {key}{npz_path_note(key, theirs)}: "
+                             "this seed would not join its table (benchmarks/proxy_table.py); "
+                             "run from a checkout whose params give the same, or pass "
+                             "--seeds-dir for another table")
     if args.npz is not None:
         check_images(args.npz, done, repository=args.seeds_dir is None)
     return raw
@@ -839,6 +857,7 @@ def main() -> int:
     say(f"MPS: {mps_note}")
     after = args.evaluations == "after" or (args.evaluations == "auto" and mps is None)
     schedule = {"npz_md5": npz_md5(args.npz.resolve()) if args.npz else None,
+                "code_digest": code.strip(),  # the device's git may name another commit
                 "jobs": jobs_why[0], "jobs_from": jobs_why[1], "threads": args.threads,
                 "priority": args.priority, "labeler_beside": args.labeler_beside,
                 "mps": mps is not None, "evaluations": "after" if after else "beside"}

@@ -296,9 +296,11 @@ def _runs_line(seed: int, folder: Path, commits: list[str]) -> str:
     seconds = (f"{wall:.0f} s" if record.get("one_call") or len(used) > 1
                or not any(step["kept"] for step in steps)
                else f"{wall:.0f} s for the rest (the earlier call's not recorded)")
+    digest = record.get("code_digest")
     return (f"- seed {seed}: {done} of {len(steps)} steps done, {calls}, "
             f"{seconds} on {record.get('machine', 'an unrecorded machine')}, code at "
-            f"{', '.join(commits) or 'an unrecorded commit'}")
+            f"{', '.join(commits) or 'an unrecorded commit'}"
+            + (f" (wscat/ digest {digest})" if isinstance(digest, str) and digest else ""))
 
 
 def _number(value: object) -> bool:
@@ -597,10 +599,20 @@ def _commits_note(by_seed: dict[int, list[str]]) -> list[str]:
     commits = list(dict.fromkeys(c for seed in sorted(by_seed) for c in by_seed[seed]))
     if len(commits) < 2:
         return []
-    return [f"**The seeds were measured at {len(commits)} code commits ({', '.join(commits)}).** "
+    clean = [c for c in commits if c.isalnum() and c != "unknown"]  # revisions git knows
+    diffs = " and ".join(f"`git diff --stat {a} {b} -- wscat/`" for a, b in zip(clean, clean[1:]))
+    said = [f"**The seeds were measured at {len(commits)} code commits ({', '.join(commits)}).** "
             "Their params match in everything the steps read (the training and evaluation "
-            "fingerprints are checked), but the code may differ: `git diff --stat "
-            f"{commits[0]} {commits[1]} -- wscat/` shows what differs between two of them.", ""]
+            "fingerprints are checked), but the code may differ"
+            + (f": {diffs} {'shows' if len(clean) == 2 else 'show'} what differs between "
+               "them." if diffs else ".")]
+    if any(c.endswith("+modified") for c in commits):
+        said.append("A commit marked `+modified` names the checkout's commit while the package's "
+                    "files differed from it (uncommitted edits, or the files of another commit): "
+                    "the seed's page (`benchmarks/results/cifar10-proxy-*-seed*.md`) names the "
+                    "code it ran, and run.json's `code_digest`, where recorded, is "
+                    "`wscat.provenance.code_digest()` of it.")
+    return [" ".join(said), ""]
 
 
 def page(params: dict[str, Any], dirs: dict[int, Path], expected: list[int], stage: Path,

@@ -580,6 +580,7 @@ def test_a_complete_call_publishes_its_seed_and_says_to_commit(
     record = json.loads(files["seed2/run.json"])
     assert (record["seed"], record["complete"], record["one_call"]) == (2, True, True)
     assert (record["mps"], record["evaluations"], record["jobs"]) == (False, "after", 2)
+    assert record["code_digest"] == cifar10_proxy.code_digest()  # the code, whatever git says
     assert files["seed2/summary.md"].decode().startswith("# CIFAR-10 proxy, seed 2\n")
     assert all(stat.S_IMODE(path.stat().st_mode) == 0o644
                for path in (tmp_path / "out").iterdir())
@@ -625,6 +626,41 @@ def test_results_made_by_other_code_are_refused(tmp_path: Path, monkeypatch: pyt
     err = capsys.readouterr().err
     assert code == 2 and handed == {} and err.count("\n") == 1 and "other wscat code" in err
     assert made.read_text() == "0" * 16 + "\n"
+
+
+def test_a_seed_outside_the_tier_is_refused_before_its_call(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Against the repository's committed seeds, a seed not in params.yaml's
+    experiments.cifar10-proxy.seeds: proxy_table.py would refuse its folder after the call
+    (`--check --seed 4` said "may run" once seed 3 was in)."""
+    tier = yaml.safe_load((ROOT / "params.yaml").read_text())["experiments"][PROXY]["seeds"]
+    for seed in ("0", "4"):
+        assert int(seed) not in tier
+        monkeypatch.setattr(sys, "argv", ["cifar10_proxy.py", "--check", "--seed", seed])
+        assert cifar10_proxy.main() == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(
+            f"cifar10_proxy: error: --seed {seed}: not one of the tier's seeds "
+            f"({', '.join(map(str, tier))}: "), err
+        assert "proxy_table.py would refuse its folder" in err
+
+
+def test_a_moved_npz_is_refused_with_the_path_the_committed_seeds_ran_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """The npz's path is in every training fingerprint: the refusal names the committed
+    seed's path, which --npz can give from a clone (a rehearsal in a clone was refused with no
+    hint of it)."""
+    committed = tmp_path / "committed"
+    (committed / "seed1").mkdir(parents=True)
+    base = yaml.safe_load((ROOT / "params.yaml").read_text())
+    there = tmp_path / "elsewhere" / "p.npz"
+    (committed / "seed1/params.yaml").write_text(yaml.safe_dump(
+        cifar10_proxy.proxy_params(base, seed=1, npz=there, epochs=None)))
+    code, handed = call_main(monkeypatch, tmp_path, "--check", "--seeds-dir", str(committed))
+    err = capsys.readouterr().err
+    assert code == 2 and handed == {} and err.count("\n") == 1, err
+    assert ".dataset.path (the npz's path is part of every training fingerprint: the committed " \
+        f"seed's was {there}; pass --npz {there} with the same file there)" in err
 
 
 def test_the_seeds_compared_are_seeds_dir_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -621,6 +621,18 @@ def test_runs_line_one_call(tmp_path: Path) -> None:
         "- seed 4: 2 of 3 steps done, in one call, 500 s on M, code at c1, c2")
 
 
+def test_runs_line_names_the_code_digest_run_json_records(tmp_path: Path) -> None:
+    """The device's git may name another commit than the code it ran (seed 2's manifests say
+    6a4b7c4+modified for d242b3f's files): run.json's code_digest names the code itself."""
+    record = {"one_call": True, "wall_s": 500.0, "machine": "M", "code_digest": "0123abcd4567ef89",
+              "steps": _steps(("done", False))}
+    assert _line(tmp_path, record, ["c1+modified"]) == (
+        "- seed 4: 1 of 1 steps done, in one call, 500 s on M, code at c1+modified "
+        "(wscat/ digest 0123abcd4567ef89)")
+    for absent in ("", None, 7):
+        assert _line(tmp_path, {**record, "code_digest": absent}, ["c1"]).endswith("code at c1")
+
+
 def test_runs_line_sums_the_calls_that_did_the_steps(tmp_path: Path) -> None:
     record = {"complete": True, "one_call": False, "wall_s": 45.0,
               "calls": [{"call": 1, "wall_s": 570.0}, {"call": 2, "wall_s": 45.0},
@@ -675,6 +687,23 @@ def test_commits_note_only_from_two_commits() -> None:
     note = proxy_table._commits_note({2: ["c1"], 1: ["c2"]})  # seed 1 ran first, at c2
     assert note[0].startswith("**The seeds were measured at 2 code commits (c2, c1).**")
     assert "`git diff --stat c2 c1 -- wscat/`" in note[0]
+    assert "+modified" not in note[0]
+
+
+def test_commits_note_diffs_each_next_pair_of_commits_git_knows() -> None:
+    """Three seeds, the second at a `+modified` checkout: `git diff` only between revisions git
+    knows (seed 2's table offered `git diff --stat 2f00402 6a4b7c4+modified`, which git
+    refuses), each next pair, and what `+modified` means."""
+    note = proxy_table._commits_note({1: ["c1"], 2: ["c2+modified"], 3: ["c3"], 4: ["c4"]})[0]
+    assert note.startswith("**The seeds were measured at 4 code commits (c1, c2+modified, c3, "
+                           "c4).**")
+    assert ("`git diff --stat c1 c3 -- wscat/` and `git diff --stat c3 c4 -- wscat/` show what "
+            "differs between them.") in note
+    assert "git diff --stat c2" not in note and "c2+modified -- " not in note
+    assert "A commit marked `+modified` names the checkout's commit" in note
+    alone = proxy_table._commits_note({1: ["c1"], 2: ["unknown"]})[0]  # no pair git knows
+    assert "the code may differ. A commit marked" not in alone and "git diff" not in alone
+    assert alone.endswith("but the code may differ.")
 
 
 def test_labelers_table(tmp_path: Path) -> None:
@@ -694,7 +723,7 @@ def test_companion_markdown(tmp_path: Path) -> None:
                     "TRADES,Mean-paper,41.6667,14.4338,30.6,11.0667,over AA-paper\n"
                     "MT,AA,,,0,,\n")
     text = proxy_table._companion_markdown(path)
-    assert "a seed's std here up to 14.43 points" in text.splitlines()[0]
+    assert "the std over seeds here up to 14.43 points" in text.splitlines()[0]
     assert text.splitlines()[-2:] == [
         "| TRADES | Mean-paper | 41.67 ± 14.43 | 30.60 | +11.07 | over AA-paper |",
         "| MT | AA | - | 0.00 | - |  |"]
