@@ -141,7 +141,7 @@ def test_the_caption_gives_the_noise_a_difference_must_clear(tmp_path: Path) -> 
     difference inside them is not a finding; one seed says its spread is unmeasured."""
     joined = join(table_csv(tmp_path, wscat_paper_mean=True))
     caption = render(joined, "Tab-RQ1-CIFAR10")[0].split(r"\caption{")[1].split(r"\label")[0]
-    assert "a seed's std here up to 1.00 points" in caption
+    assert "the std over seeds here up to 1.00 points" in caption
     assert ("sqrt(p(1 - p)/N): at p = 50\\%, 0.50 points on 10,000 images (CIFAR's test "
             "sets), 0.71 on 5,000 (ImageNet32-100's), 1.58 on 1,000 (the CIFAR-10 proxy's)"
             ) in caption  # 100 sqrt(0.25/N): 0.500, 0.707, 1.581

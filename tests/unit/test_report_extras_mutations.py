@@ -293,8 +293,9 @@ def test_the_validation_figure_draws_a_line_per_run_and_dots_its_checkpoint(
     assert dots == [([2.0], [30.5]), ([4.0], [29.25])]
     assert [(x, y) for marker, x, y, _, _ in captured.lines(0) if marker == "o"] == [
         ([2.0], [65.5])]
-    assert [t.get_text() for t in cw.get_legend().get_texts()] == ["WSCAT, seed 1",
-                                                                   "WSCAT, seed 2"]
+    assert [t.get_text() for t in cw.get_legend().get_texts()] == ["WSCAT", "seed 1", "seed 2"]
+    assert [h.get_linestyle() for h in cw.get_legend().legend_handles] == ["-", "-", "--"]
+    assert [t.get_text() for t in natural.get_legend().get_texts()] == ["MT", "seed 1"]
 
 
 def test_only_the_panels_of_logged_metrics_are_drawn(captured: Captured) -> None:

@@ -333,4 +333,4 @@ def test_the_companion_prints_signed_differences_a_zero_std_and_rules_between_da
 
 def test_the_noise_note_gives_the_largest_seed_std() -> None:
     """The noise a difference from the paper has to clear: our largest seed std."""
-    assert "a seed's std here up to 1.20 points" in noise_note([0.5, 1.2, None, 0.0])
+    assert "the std over seeds here up to 1.20 points" in noise_note([0.5, 1.2, None, 0.0])

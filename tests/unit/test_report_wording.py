@@ -67,10 +67,11 @@ def test_the_per_attack_caption_claims_its_level_only_where_it_was_simulated() -
 
     assert "95%); bold where it excludes 0. Each cell holds its level by itself; the 1 attacks" \
         in caption(3, 359)
-    for k, n in ((2, 1000), (3, 1000), (2, 359)):
+    for k, n, other in ((2, 1000, "not with 2 on 1000"), (3, 1000, "not on 1000"),
+                        (2, 359, "not with 2")):
         assert "holds its level" not in caption(k, n)
         assert (f"Each cell's level by itself was simulated with three seeds on 359 test images, "
-                f"not with {k} on {n}; the 1 attacks are not tested jointly") in caption(k, n)
+                f"{other}; the 1 attacks are not tested jointly") in caption(k, n)
 
 
 # --- 2. one seed: no spread claimed in the paper tier's captions -----------------------------

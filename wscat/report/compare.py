@@ -116,7 +116,7 @@ def noise_note(stds: Iterable[float | None]) -> str:
     """The caption's words for the noise a difference from the paper has to clear: the seed
     spread of our numbers (`stds`, None for one seed) and a test set's binomial error."""
     spread = [float(std) for std in stds if std is not None]
-    ours = (f"ours is the mean and sample std over seeds, a seed's std here up to "
+    ours = (f"ours is the mean and sample std over seeds, the std over seeds here up to "
             f"{max(spread):.2f} points" if spread else
             "ours is one seed, whose seed-to-seed spread is unmeasured")
     return (f"Noise: {ours}; one accuracy p on N test images has a binomial standard error of "

@@ -171,9 +171,11 @@ def paired_attacks_markdown(by_attack: pd.DataFrame | None,
     reference = display_names[rows[0]["reference"]]
     k, n_images = int(rows[0]["n_seeds"]), rows[0]["n_images"]
     # docs/evaluation.md's per-attack rates: simulated at three seeds on the demo's test set only
+    other = (f"not on {n_images}" if k == 3 else f"not with {k}" if n_images == SIMULATED_IMAGES
+             else f"not with {k} on {n_images}")
     level = ("Each cell holds its level by itself" if k == 3 and n_images == SIMULATED_IMAGES
              else f"Each cell's level by itself was simulated with three seeds on "
-                  f"{SIMULATED_IMAGES} test images, not with {k} on {n_images}")
+                  f"{SIMULATED_IMAGES} test images, {other}")
     lines = [f"*Each attack on its own: the same paired interval on that attack's accuracy "
              f"(method − {reference}, {k} seeds, 95%); bold where it excludes 0. {level}; the "
              f"{len(attacks)} attacks are not tested jointly, so one bold cell among many is "

@@ -57,6 +57,18 @@ def rows(logs: Mapping[tuple[str, int], Path], selection: Mapping[str, str],
     return out
 
 
+def _legend(frame: pd.DataFrame, colours: Mapping[str, str],
+            styles: Mapping[int, str]) -> list:
+    """A panel's key: a colour per method, then a line style per seed (a run is the pair; a
+    key per run would grow as methods × seeds)."""
+    from matplotlib.lines import Line2D
+
+    methods = dict.fromkeys(frame["method"])
+    return ([Line2D([], [], color=colours[m], linewidth=1.2, label=m) for m in methods]
+            + [Line2D([], [], linestyle=styles[s], color="0.35", linewidth=1.2,
+                      label=f"seed {s}") for s in sorted(set(frame["seed"]))])
+
+
 def validation_figure(plotted: list[dict], prefix: Path,
                       steps: Mapping[str, int] = PAPER_STEPS) -> None:
     """prefix.pdf, .png and .csv: a panel per metric, a line per run (colour: method, style:
@@ -81,7 +93,9 @@ def validation_figure(plotted: list[dict], prefix: Path,
         ax.set_xlabel("epoch")
         ax.set_ylabel(f"validation {label.format(**steps)}")
         ax.grid(color="0.9")
-        ax.legend(fontsize=7)
+        key = _legend(frame, colours, styles)  # below the panel: it hides no curve
+        ax.legend(handles=key, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                  ncol=min(len(key), 7), frameon=False, handlelength=2.5, columnspacing=1.2)
     fig.suptitle("Validation accuracy per epoch (the labelled validation split); "
                  "o: the epoch whose weights each run reports", fontsize=9)
     fig.tight_layout()
