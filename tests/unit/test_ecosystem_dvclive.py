@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,31 @@ def test_a_resumed_run_continues_its_dvclive_log_exactly(
     summaries = [json.loads((path / "dvclive" / "metrics.json").read_text())
                  for path in (straight, tmp_path / "killed")]
     assert summaries[0] == summaries[1]
+
+
+def test_curves_deleted_while_it_trains_are_whole_when_it_ends(
+        tmp_path: Path, trades_run, straight: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second `snakemake` that runs this training's job beside it (the run trained by hand
+    with `wscat train`, or by a first snakemake) deletes the job's outputs, dvclive/ among them,
+    before its own `wscat train` is refused the run folder's lock, and again as it removes the
+    failed job's outputs; the training that holds the lock goes on. Its curves once kept only
+    the epochs logged after the deletion (a 40-epoch run: epochs 10-40, train_log.csv all 40);
+    they are rebuilt from the history when the run ends: the files of a run never disturbed."""
+    run, data = trades_run
+    out = tmp_path / "run"
+    real_log = trainer_module.log_epoch
+
+    def log_then_deleted(live, row) -> None:
+        real_log(live, row)
+        if row["epoch"] == 1:  # Snakemake's rm of the job's directory() output
+            shutil.rmtree(out / "dvclive")
+
+    monkeypatch.setattr(trainer_module, "log_epoch", log_then_deleted)
+    train(run, data(), out)
+
+    def files(run_dir: Path) -> dict[str, bytes]:
+        return {path.relative_to(run_dir).as_posix(): path.read_bytes()
+                for path in sorted((run_dir / "dvclive").rglob("*")) if path.is_file()}
+
+    assert files(out) == files(straight) and len(files(straight)) > 3
+    assert not (out / "resume").exists()

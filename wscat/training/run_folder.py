@@ -75,8 +75,8 @@ def best_at_hand(state: dict[str, Any], resume_dir: Path) -> bool:
 def curves_dir(out_dir: Path, resume_dir: Path) -> Path:
     """Where a training logs its curves: out_dir/dvclive, or resume/dvclive when out_dir holds a
     finished run (best.pt), whose curves stay beside its best.pt and train_log.csv until this
-    training ends (`finish` moves them out). Snakemake deletes a job's outputs before it runs,
-    so its trainings always log into out_dir/dvclive."""
+    training ends (`finish` writes them out, whole). Snakemake deletes a job's outputs before
+    it runs, so its trainings always log into out_dir/dvclive."""
     return resume_dir / "dvclive" if (out_dir / "best.pt").is_file() else out_dir / "dvclive"
 
 
@@ -88,21 +88,29 @@ def _replace_dir(new: Path, target: Path, trash: Path) -> None:
     os.replace(new, target)
 
 
-def finish(out_dir: Path, resume_dir: Path, history: list[dict[str, Any]],
-           curves: Path) -> None:
-    """train_log.csv, and best.pt and last.pt copied out of resume/; the curves moved out of it
-    where they were kept there (`curves_dir`); then resume/ goes, resume/last.pt first.
+def finish(out_dir: Path, resume_dir: Path, history: list[dict[str, Any]]) -> None:
+    """train_log.csv, and best.pt and last.pt copied out of resume/; the curves rebuilt from
+    `history` in resume/ and moved into dvclive/; then resume/ goes, resume/last.pt first.
+
+    The curves are rebuilt, not moved from the folder logged into (`curves_dir`): another
+    `snakemake` that runs this job beside this training deletes the job's outputs, dvclive/
+    included, before its own `wscat train` is refused the run folder's lock, and the epochs
+    logged before that would be lost. Rebuilt, they are the files of a run never disturbed.
 
     Killed at any point, the folder is resumable (resume/last.pt and its best.pt are there: a
     rerun resumes after the last epoch and finishes again) or finished (resume/last.pt gone,
     every output written)."""
+    from wscat.training.log import open_curves
+
     out_dir.mkdir(parents=True, exist_ok=True)
     write_log(out_dir / "train_log.csv", history)
     for name in ("best.pt", "last.pt"):  # a full disk here leaves resume/ for the rerun
         with atomic_path(out_dir / name) as tmp:
             shutil.copyfile(resume_dir / name, tmp)
-    if curves.parent == resume_dir:
-        _replace_dir(curves, out_dir / "dvclive", resume_dir / "dvclive.old")
+    rebuilt = resume_dir / "dvclive.new"
+    shutil.rmtree(rebuilt, ignore_errors=True)  # a killed finish's
+    open_curves(rebuilt, history)
+    _replace_dir(rebuilt, out_dir / "dvclive", resume_dir / "dvclive.old")
     (resume_dir / "last.pt").unlink()  # the run is finished from here on
     shutil.rmtree(resume_dir)
 

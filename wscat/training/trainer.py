@@ -422,6 +422,6 @@ def train(run: RunConfig, data: TrainingData, out_dir: str | Path, *,
         if not training.history:  # stopped before its first epoch was logged: no curve to keep
             run_folder.drop_empty_curves(curves_dir, out_dir, made_here)
         raise
-    run_folder.finish(out_dir, resume_dir, training.history, curves_dir)
+    run_folder.finish(out_dir, resume_dir, training.history)
     return {"best_epoch": training.best["epoch"], "best_score": training.best["score"],
             "epochs": cfg["epochs"]}
