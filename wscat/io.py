@@ -261,18 +261,42 @@ def being_written(path: PathLike) -> bool:
     did: a pid reused by a later process is not the holder): a write in progress, such as a
     training, not one cut short. A lock of another machine (a SLURM job on another node) says
     nothing here: False. Reads the lock file only; takes no lock."""
+    return writer_of(path) is not None
+
+
+def writer_of(path: PathLike) -> str | None:
+    """The live process that holds the output lock of `path` now (`being_written`), described
+    (pid, start, command); None where none does."""
     import socket
 
     try:
         with open(lock_path(path), encoding="utf-8") as handle:
             holder = _holder(handle)
     except OSError:
-        return False
+        return None
     pid = holder.get("pid")
     if holder.get("host", socket.gethostname()) != socket.gethostname() or not _pid_alive(pid):
-        return False
+        return None
     recorded, now = holder.get("pid_start"), _process_start(pid)
-    return recorded is None or now is None or recorded == now
+    return _describe_holder(holder) if recorded is None or now is None or recorded == now \
+        else None
+
+
+def outputs_being_written(outputs: Iterable[PathLike]) -> list[tuple[str, str]]:
+    """(path, its writer) for each of `outputs`, or the folder it lies in (a training's run
+    folder, `train --out-dir`), whose output lock a live process holds now (`writer_of`): what
+    a Snakemake run must not start on. Snakemake deletes a job's outputs before the job runs and
+    again when it fails, as its `wscat` step, refused the lock, does: a training or evaluation
+    running by hand (or in another snakemake) would lose its files, finished ones included."""
+    busy: dict[str, str] = {}
+    for output in outputs:
+        for path in (Path(output), Path(output).parent):
+            name = str(path)
+            if name not in busy:
+                writer = writer_of(path)
+                if writer is not None:
+                    busy[name] = writer
+    return list(busy.items())
 
 
 def _process_start(pid: int) -> int | None:

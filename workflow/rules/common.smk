@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from wscat import interrupted
+from wscat.io import outputs_being_written
 from wscat import paths
 from wscat import slurm_preflight
 from wscat import targets
@@ -103,6 +104,27 @@ if loaded_by_snakemake():
         params=config,
     ):
         print(f"wscat: {line}", file=sys.stderr)
+
+
+def stop_on_outputs_being_written():
+    """Before any job (onstart): an output of a job to run, or its run folder, that another
+    wscat process writes now (`wscat train` or `evaluate` by hand, the API, another snakemake's
+    job) ends the run in one line, exit 2. Snakemake would delete that process's files before
+    the job ran and again once its `wscat` step, refused the output lock, failed."""
+    busy = outputs_being_written(
+        str(output) for job in workflow.dag.needrun_jobs() for output in job.output
+    )
+    if busy:
+        path, writer = busy[0]
+        more = f" (and {len(busy) - 1} more)" if len(busy) > 1 else ""
+        stop(
+            f"{path}{more} is being written by another wscat process ({writer}); this run "
+            "would delete its files: wait for it to finish, then run this again (nothing ran)"
+        )
+
+
+onstart:
+    stop_on_outputs_being_written()
 
 
 def check_slurm_run():
