@@ -7,13 +7,20 @@
 #   export SLURM_CONF=DIR/slurm.conf              # what sbatch, squeue, scancel, sinfo then read
 #   tests/helpers/slurm_cluster.sh stop DIR       # the three daemons, by their pid files
 #
-# The node is this machine (its short hostname) with CPUS CPUs (default 2) and MEM_MB MB
-# (default 4000) in partition `debug`; no accounting (no slurmdbd: `sacct` fails, as on many
-# small clusters), no cgroups (proctrack/linuxproc, task/none). Daemons run as the caller (root
-# in CI). Ports are picked free, so the cluster does not clash with a real one. One file lives
-# outside DIR: /etc/slurm/slurm.conf, a link to DIR/slurm.conf, because `srun` inside a job (the
-# executor plugin's job step) drops SLURM_CONF and reads the default path; `start` refuses a
-# slurm.conf there that is not such a link, and `stop` removes the link.
+# The node is this machine (its short hostname) with CPUS CPUs (default 2; more than the machine
+# has are accepted: SlurmdParameters=config_overrides), MEM_MB MB (default 4000) and GPUS GPUs
+# (default 0) in partition `debug`; no accounting (no slurmdbd: `sacct` fails, as on many small
+# clusters), no cgroups (proctrack/linuxproc, task/none). Daemons run as the caller (root in CI).
+# GPUS=N advertises N GPUs (gres gpu) with no GPU behind them. Slurm 22.05 drops a GPU that
+# gres.conf gives no device file ("Removing file-less GPU": a count-only gres.conf leaves the node
+# invalid), and a job granted a GPU whose File is a plain file gets no CUDA_VISIBLE_DEVICES; so
+# each is a character device DIR/dev/nvidiaI with /dev/null's numbers (mknod: root). A job granted
+# one then gets what it gets on a GPU node (CUDA_VISIBLE_DEVICES=0, SLURM_JOB_GPUS=0, and
+# SLURM_STEP_GPUS=0 in its steps) while torch finds no CUDA device.
+# Ports are picked free, so the cluster does not clash with a real one. One file lives outside DIR:
+# /etc/slurm/slurm.conf, a link to DIR/slurm.conf, because `srun` inside a job (the executor
+# plugin's job step) drops SLURM_CONF and reads the default path; `start` refuses a slurm.conf
+# there that is not such a link, and `stop` removes the link.
 set -euo pipefail
 
 die() { echo "slurm_cluster.sh: $*" >&2; exit 2; }
@@ -31,7 +38,8 @@ free_port() {
 }
 
 start() {
-    local dir=$1 cpus=${CPUS:-2} mem=${MEM_MB:-4000} node user i
+    local dir=$1 cpus=${CPUS:-2} mem=${MEM_MB:-4000} gpus=${GPUS:-0} node user i
+    local gres="" node_gres=""
     for tool in munged slurmctld slurmd sinfo; do
         command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] \
             || die "$tool not found: run \`$0 install\` (Debian: slurm-wlm, munge)"
@@ -41,6 +49,19 @@ start() {
     chmod 700 "$dir"
     node=$(hostname -s)
     user=$(id -un)
+    case $gpus in ''|*[!0-9]*) die "GPUS=$gpus: give a whole number" ;; esac
+    rm -f "$dir/gres.conf"
+    if [ "$gpus" -gt 0 ]; then
+        mkdir -p "$dir/dev"
+        printf 'AutoDetect=off\n' >"$dir/gres.conf"
+        for i in $(seq 0 $((gpus - 1))); do
+            rm -f "$dir/dev/nvidia$i"
+            mknod "$dir/dev/nvidia$i" c 1 3 || die "mknod $dir/dev/nvidia$i (GPUS=$gpus) needs root"
+            printf 'Name=gpu File=%s\n' "$dir/dev/nvidia$i" >>"$dir/gres.conf"
+        done
+        gres=$'GresTypes=gpu\n'
+        node_gres=" Gres=gpu:$gpus"
+    fi
     # munge: its own key and socket (it refuses group- or world-writable directories).
     dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 status=none
     chmod 600 "$dir/munge.key"
@@ -78,7 +99,8 @@ SchedulerParameters=sched_interval=1
 SlurmctldTimeout=30
 SlurmdTimeout=30
 MinJobAge=300
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+SlurmdParameters=config_overrides
+${gres}NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem$node_gres State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 EOF
     export SLURM_CONF=$dir/slurm.conf

@@ -1,12 +1,14 @@
 """Scale-out and provenance (issue 25): the SLURM profiles, params by content, metrics bound to the
 training that made their checkpoint, and a tiny target on a real one-node SLURM cluster.
 
-The cluster test runs under `make test-slurm` (CI runs it; it sets WSCAT_SLURM_CLUSTER=1): it
-installs Debian's slurm-wlm and munge where they are missing (root), starts the cluster of
-tests/helpers/slurm_cluster.sh, runs the target through the SLURM profile, kills a training job
-with scancel, and compares every table and metrics byte with the same target run locally.
-Without WSCAT_SLURM_CLUSTER it is skipped with that reason; with it, a cluster that cannot be
-installed or started fails the test.
+The cluster tests run under `make test-slurm` (CI runs it; it sets WSCAT_SLURM_CLUSTER=1): they
+install Debian's slurm-wlm and munge where they are missing (root), start the cluster of
+tests/helpers/slurm_cluster.sh (8 CPUs, one GPU with no CUDA behind it), run the target through
+the CPU profile, kill a training job with scancel, and compare every table and metrics byte with
+the same target run locally; then run a training and its evaluation through the GPU profile: the
+jobs ask for and get one GPU, and `--device auto` refuses in one line. Without
+WSCAT_SLURM_CLUSTER they are skipped with that reason; with it, a cluster that cannot be
+installed or started fails them.
 """
 from __future__ import annotations
 
@@ -320,11 +322,12 @@ def cluster_params() -> dict:
     return params
 
 
-def slurm_profile(dest: Path, partition: str = "debug") -> Path:
-    """The shipped CPU profile, edited as docs/workflow.md (step 3) tells a user of a small
-    cluster: the partition, and memory and time that fit its one node; its own set-threads (one
-    thread per job, as a local run computes) untouched."""
-    config = profile("slurm-cpu")
+def slurm_profile(dest: Path, partition: str = "debug", name: str = "slurm-cpu") -> Path:
+    """A shipped profile (`name`: the CPU one, or `slurm` for GPUs), edited as docs/workflow.md
+    (step 3) tells a user of a small cluster: the partition, and memory and time that fit its one
+    node; its own set-threads (CPU: one thread per job, as a local run computes) and GPUs
+    untouched."""
+    config = profile(name)
     config["default-resources"]["slurm_partition"] = partition
     for resources in config["set-resources"].values():
         resources.update(mem_mb=1000, runtime=10)
@@ -333,8 +336,15 @@ def slurm_profile(dest: Path, partition: str = "debug") -> Path:
     return dest
 
 
+# The cluster's one node: as many CPUs as the GPU profile's largest set-threads (slurmd accepts
+# more than the machine has) and one GPU with no CUDA behind it (slurm_cluster.sh, GPUS), so both
+# profiles run on the one cluster, one after the other (module-scoped: started once).
+CLUSTER_SHAPE = {"CPUS": str(max(profile("slurm")["set-threads"].values())), "GPUS": "1"}
+
+
 @pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A one-node cluster of CLUSTER_SHAPE for this module's tests; stopped after the last."""
     if os.environ.get("WSCAT_SLURM_CLUSTER") != "1":
         pytest.skip("needs a SLURM cluster: `make test-slurm` starts one (CI runs it)")
     install = subprocess.run(["bash", CLUSTER, "install"], capture_output=True, text=True,
@@ -342,7 +352,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
     assert install.returncode == 0, f"slurm-wlm and munge could not be installed: {install.stderr}"
     directory = tmp_path_factory.mktemp("slurm")
     started = subprocess.run(["bash", CLUSTER, "start", directory], capture_output=True, text=True,
-                             timeout=120)
+                             timeout=120, env={**os.environ, **CLUSTER_SHAPE})
     try:
         assert started.returncode == 0, f"the cluster did not start: {started.stderr}"
         yield {"SLURM_CONF": str(directory / "slurm.conf")}
@@ -364,6 +374,7 @@ def _jobs(env: dict[str, str]) -> list[dict[str, str]]:
 def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
                                              env: dict[str, str]) -> None:
     env = {**env, **slurm_cluster}
+    before = {job["id"] for job in _jobs(env)}  # another test's jobs (MinJobAge: 300 s)
     started = time.monotonic()
     deadline = started + BUDGET_S
     # the same target locally, side by side, as a user runs it (every job on one thread)
@@ -403,7 +414,7 @@ def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
     assert local_run.returncode == 0, (tmp_path / "local.log").read_text()[-3000:]
     assert snakemake.returncode == 0, (tmp_path / "slurm.log").read_text()[-5000:]
     assert killed, "WSCAT's training job was never seen running after its first epoch"
-    states = {job["id"]: job for job in _jobs(env)}
+    states = {job["id"]: job for job in _jobs(env) if job["id"] not in before}
     assert states[killed]["state"] == "CANCELLED", states
     log = (remote / "results/logs/train/digits/cnn/wscat/seed1.log").read_text()
     assert "resuming wscat seed 1 from epoch" in log, log[-2000:]
@@ -457,3 +468,90 @@ def test_a_wrong_partition_on_a_real_slurm_cluster_stops_in_one_line(
                      "lists: debug; set slurm_partition in the profile to one of them"], lines
     assert {job["id"] for job in _jobs(env)} == before
     assert not (remote / "results").exists()
+
+
+# --- slow: the GPU profile on the cluster's GPU, which has no CUDA behind it -------------------
+
+GPU_TARGET = "results/metrics/digits/cnn/standard/seed1.json"
+
+
+def gpu_params() -> dict:
+    """One training and its evaluation: Standard, one seed, one epoch, every attack on 16
+    images."""
+    params = provenance_params()
+    params["datasets"]["digits"].update(val_max=100, train_steps=2)
+    params["evaluation"]["n_examples"] = 16
+    params["evaluation"]["per_dataset"]["digits"]["autoattack"]["n_examples"] = None
+    return params
+
+
+def _job_records(env: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Every job slurmctld still knows, by id, as `scontrol -o show job -d` gives it: JobState,
+    NumCPUs, Comment (the rule and wildcards), TresPerJob (the GPUs asked: `--gpus=1` is
+    gres:gpu:1) and JOB_GRES (the GPUs allocated; a pending job has none); '' where absent."""
+    out = subprocess.run(["scontrol", "-o", "show", "job", "-d"], env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    keys = ("JobId", "JobState", "NumCPUs", "Comment", "TresPerJob", "JOB_GRES")
+    records = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("JobId="):
+            found = {key: re.search(rf"(?<![\w/]){key}=(\S*)", line) for key in keys}
+            records[found["JobId"][1]] = {key: m[1] if m else "" for key, m in found.items()}
+    return records
+
+
+@pytest.mark.slow
+def test_the_gpu_profile_on_a_real_slurm_cluster_with_a_gpu(slurm_cluster, tmp_path: Path,
+                                                             env: dict[str, str]) -> None:
+    """The shipped GPU profile (partition, memory and time edited as in step 3; gpu: 1 and its
+    set-threads as shipped) on a node whose GPU SLURM grants but torch cannot use, as on a GPU
+    node with a broken driver. The GPU rules' jobs ask for one GPU and their set-threads as CPUs,
+    and get them. With WSCAT_DEVICE=cpu exported (docs/workflow.md) a training runs on the CPU
+    and is made; under `--device auto` (the rules pass no --device) its evaluation refuses in one
+    line naming the variable through which SLURM handed it the GPU, instead of running on the
+    CPU unseen."""
+    # neither the caller's WSCAT_DEVICE nor its CUDA_VISIBLE_DEVICES may reach the jobs
+    env = {key: value for key, value in {**env, **slurm_cluster}.items()
+           if key not in ("WSCAT_DEVICE", "CUDA_VISIBLE_DEVICES")}
+    started = time.monotonic()
+    before = set(_job_records(env))
+    workdir = workflow_copy(tmp_path / "gpu", gpu_params())
+    snakemake = [BIN / "snakemake", "--workflow-profile", slurm_profile(workdir / "profile",
+                                                                        name="slurm")]
+    run_dir = "results/models/digits/cnn/standard/seed1"
+    # 1. WSCAT_DEVICE=cpu: the training, on the CPU
+    made = run([*snakemake, "--", f"{run_dir}/best.pt"], workdir,
+               {**env, "WSCAT_DEVICE": "cpu"}, timeout=240)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    # 2. --device auto: its evaluation refuses in the job (--retries 0: a retry refuses again)
+    refused = run([*snakemake, "--retries", "0", "--", GPU_TARGET], workdir, env, timeout=240)
+    assert refused.returncode == 1, refused.stdout[-3000:] + refused.stderr[-3000:]
+    said = (workdir / "results/logs/evaluate/digits/cnn/standard/seed1.log").read_text()
+    assert said == (
+        "wscat evaluate: error: --device auto: CUDA_VISIBLE_DEVICES=0 gives this process a GPU, "
+        "but torch finds no CUDA device (its driver or the card is not usable from here); mend "
+        "the node's CUDA, or use --device cpu to run on the CPU\n"), said
+    assert not (workdir / GPU_TARGET).exists()
+    # on the scheduler: each asked for one GPU (sbatch --gpus=1) and its rule's threads as
+    # CPUs, and was allocated the GPU
+    jobs = sorted((job["Comment"], job["JobState"], job["TresPerJob"], job["JOB_GRES"],
+                   job["NumCPUs"]) for i, job in _job_records(env).items() if i not in before)
+    threads = profile("slurm")["set-threads"]
+    assert jobs == [
+        ("rule_evaluate_wildcards_digits_cnn_standard_1", "FAILED", "gres:gpu:1", "gpu:1",
+         str(threads["evaluate"])),
+        ("rule_train_wildcards_digits_cnn_standard_1", "COMPLETED", "gres:gpu:1", "gpu:1",
+         str(threads["train"]))], jobs
+    # In the job Snakemake runs with --cores all: the CPUs this process may use (its affinity,
+    # which task/none leaves at the machine's), so the step's threads are the profile's capped
+    # at them. On a GPU node of 8 or more cores that is the profile's 8; here the node
+    # advertises 8 CPUs on fewer cores.
+    computed = min(threads["train"], len(os.sched_getaffinity(0)))
+    line = (workdir / "results/logs/train/digits/cnn/standard/seed1.log").read_text()
+    line = line.splitlines()[0]
+    plural = "s" if computed > 1 else ""
+    assert line.startswith("device: cpu, ") and line.endswith(f" ({computed} thread{plural})"), \
+        line
+    elapsed = time.monotonic() - started
+    assert elapsed < 150, f"{elapsed:.0f} s: over the 150 s this test may take"
