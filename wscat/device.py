@@ -64,9 +64,12 @@ def pick_device(name: str | torch.device | None = "auto", threads: int | None = 
         if granted:  # a GPU job whose CUDA is broken would run on the CPU for hours unseen
             why = ("this torch is a CPU-only build" if torch.version.cuda is None
                    else "its driver or the card is not usable from here")
+            # the workflow's jobs (SLURM's GPU jobs) take no --device: name their way too
+            jobs = (f" ({DEVICE_ENV}=cpu for the workflow's jobs)"
+                    if flag == "--device" and not isinstance(name, FromEnvironment) else "")
             raise ValueError(f"{given}: {granted} gives this process a GPU, but torch finds no "
-                             f"CUDA device ({why}); mend the node's CUDA, or {use_cpu} to run "
-                             "on the CPU")
+                             f"CUDA device ({why}); mend the node's CUDA, or {use_cpu}{jobs} to "
+                             "run on the CPU")
         return torch.device("cpu")
     try:
         device = torch.device(name)

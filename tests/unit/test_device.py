@@ -128,7 +128,8 @@ def test_auto_on_a_job_given_a_gpu_that_cuda_cannot_see_stops_in_one_line(
         pick_device("auto")
     assert str(caught.value).startswith(f"--device auto: {variable}={value} gives this process "
                                         "a GPU, but torch finds no CUDA device (")
-    assert str(caught.value).endswith("or use --device cpu to run on the CPU")
+    assert str(caught.value).endswith("or use --device cpu (WSCAT_DEVICE=cpu for the workflow's "
+                                      "jobs) to run on the CPU")
     with pytest.raises(ValueError, match=r"^device='auto': .* or pass device='cpu' to run"):
         pick_device("auto", flag="device=")
     with pytest.raises(ValueError, match=r"^WSCAT_DEVICE=auto: .* set WSCAT_DEVICE=cpu"):

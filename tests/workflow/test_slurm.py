@@ -531,7 +531,8 @@ def test_the_gpu_profile_on_a_real_slurm_cluster_with_a_gpu(slurm_cluster, tmp_p
     assert said == (
         "wscat evaluate: error: --device auto: CUDA_VISIBLE_DEVICES=0 gives this process a GPU, "
         "but torch finds no CUDA device (its driver or the card is not usable from here); mend "
-        "the node's CUDA, or use --device cpu to run on the CPU\n"), said
+        "the node's CUDA, or use --device cpu (WSCAT_DEVICE=cpu for the workflow's jobs) to run "
+        "on the CPU\n"), said
     assert not (workdir / GPU_TARGET).exists()
     # on the scheduler: each asked for one GPU (sbatch --gpus=1) and its rule's threads as
     # CPUs, and was allocated the GPU
