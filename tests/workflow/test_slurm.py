@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from tests.helpers.tiny import tiny_params
+from wscat.device import GPU_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -515,6 +516,19 @@ def test_the_gpu_profile_on_a_real_slurm_cluster_with_a_gpu(slurm_cluster, tmp_p
     env = {key: value for key, value in {**env, **slurm_cluster}.items()
            if key not in ("WSCAT_DEVICE", "CUDA_VISIBLE_DEVICES")}
     started = time.monotonic()
+    # what SLURM sets in a job step granted the GPU (the executor plugin runs each rule in one)
+    said = tmp_path / "env.out"
+    sbatch = subprocess.run(["sbatch", "--parsable", "--gpus=1", "--mem=100", "-o", str(said),
+                             "--wrap", "srun env"], env=env, capture_output=True, text=True,
+                            timeout=30)
+    assert sbatch.returncode == 0, sbatch.stderr
+    while _job_records(env)[sbatch.stdout.strip()]["JobState"] in ("PENDING", "RUNNING") \
+            and time.monotonic() < started + 60:
+        time.sleep(0.2)
+    handed = dict(line.split("=", 1) for line in said.read_text().splitlines()
+                  if line.split("=", 1)[0] in GPU_VARIABLES)
+    assert handed == {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_GPUS": "0",
+                      "SLURM_STEP_GPUS": "0"}, said.read_text()
     before = set(_job_records(env))
     workdir = workflow_copy(tmp_path / "gpu", gpu_params())
     snakemake = [BIN / "snakemake", "--workflow-profile", slurm_profile(workdir / "profile",
