@@ -1,4 +1,4 @@
-"""Whether the code between two commits could move a CIFAR-10 proxy number: the tiny CPU proxy at each.
+"""Whether the code between two commits could move a CIFAR-10 proxy number: the tiny proxy at each.
 
 A seed of Table 2 runs at the commit of its day (`benchmarks/cifar10_proxy.py`, one seed per
 device call), so each seed's write-up says whether the code between two seeds' commits could move
@@ -239,7 +239,7 @@ def compare_lines(rel: str, old: Path, new: Path) -> list[Difference]:
             x = old_lines[i1 + k] if i1 + k < i2 else "<absent>"
             y = new_lines[j1 + k] if j1 + k < j2 else "<absent>"
             key = f"line {i1 + k + 1}: {x.strip() if x != '<absent>' else y.strip()}"
-            found.append(Difference(rel, f"line {i1 + k + 1}", *changed_span(x, y),
+            found.append(Difference(rel, f"line {i1 + k + 1}", *changed_span(x.strip(), y.strip()),
                                     allowed(rel, key) if _both_captions(x, y) else ""))
     return found or [Difference(rel, "", "bytes", "other bytes (line endings)")]
 
@@ -391,13 +391,12 @@ def check_committed(commits: dict[str, str]) -> None:
     """Stop where a revision is HEAD and the working tree's proxy code (PROXY_CODE) has
     uncommitted changes: HEAD's worktree would run the committed code, not them."""
     head = git("rev-parse", "HEAD")
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", *PROXY_CODE)
+    dirty = git("diff", "--name-only", "HEAD", "--", *PROXY_CODE).splitlines()
     for flag, commit in commits.items():
         if commit == head and dirty:
-            first = dirty.splitlines()[0][3:]
             raise Stop(f"{flag} names HEAD, but the working tree's proxy code has uncommitted "
-                       f"changes ({first}; {len(dirty.splitlines())} file(s)) that HEAD's "
-                       "worktree would not run; commit or stash them first")
+                       f"changes ({dirty[0]}; {len(dirty)} file(s)) that HEAD's worktree "
+                       "would not run; commit or stash them first")
 
 
 def tiny_inputs(work: Path) -> tuple[Path, Path]:
@@ -491,10 +490,11 @@ def check_imports(results: Path, digest: str, revision: str) -> None:
                    "the proxy did not import the worktree's wscat")
     for path in sorted([*results.rglob("*.pt"), *results.rglob("*.json")]):
         data = load(path)
-        where = data.get("meta", {}) if path.suffix == ".pt" else data.get("manifest", {})
-        if not isinstance(where, dict):
+        where = data.get("meta" if path.suffix == ".pt" else "manifest") \
+            if isinstance(data, dict) else None
+        if not isinstance(where, dict):  # calls.json, a summary: no step's record
             continue
-        code, git_rev = where.get("code_sha256"), where.get("versions", {}).get("git")
+        code, git_rev = where.get("code_sha256"), (where.get("versions") or {}).get("git")
         if code not in (None, digest) or git_rev not in (None, revision):
             raise Stop(f"{path} names code {code or '-'} at {git_rev or '-'}, the worktree's is "
                        f"{digest} at {revision}: a step did not import the worktree's wscat")
@@ -560,16 +560,15 @@ def render(found: dict[str, Category], header: list[str]) -> str:
     """The Markdown report: `header` lines, then per category 'identical' or its findings, the
     expected (ALLOWED) differences counted by reason."""
     findings = sum(len(kind.findings) for kind in found.values() if kind.name != "not compared")
-    lines = ["# Proxy code parity", "", *header, "",
-             f"**{'No difference outside the allow-list' if not findings else f'{findings} difference(s) outside the allow-list'}**",  # noqa: E501
-             ""]
+    verdict = f"{findings} difference(s)" if findings else "No difference"
+    lines = ["# Proxy code parity", "", *header, "", f"**{verdict} outside the allow-list**", ""]
     for name in CATEGORIES:
         kind = found[name]
         expected = [d for d in kind.differences if d.allowed]
-        verdict = "identical" if not kind.differences else (
+        state = "identical" if not kind.differences else (
             "identical but the allowed differences" if not kind.findings
             else f"{len(kind.findings)} difference(s)")
-        lines.append(f"- **{name}** ({kind.files} files): {verdict}")
+        lines.append(f"- **{name}** ({kind.files} files): {state}")
         lines += [f"  - {d.path} `{d.key}`: {d.old} -> {d.new}" for d in kind.findings]
         for why in dict.fromkeys(d.allowed for d in expected):
             these = [d for d in expected if d.allowed == why]
@@ -625,7 +624,7 @@ def checked(args: Any) -> dict[str, str]:
         check_writable(args.out)
         check_writable(args.keep, folders=True)
     except OutputError as error:
-        raise Stop(str(error)) from None
+        raise Stop(error.strerror or str(error)) from None
     check_checkout()
     commits = {"--old": checked_commit(args.old, "--old"),
                "--new": checked_commit(args.new, "--new")}
@@ -635,7 +634,6 @@ def checked(args: Any) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the worktrees go, as on Ctrl-C
     try:
         commits = checked(args)
     except Stop as error:
@@ -672,4 +670,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the worktree goes, as on Ctrl-C
     sys.exit(main())
