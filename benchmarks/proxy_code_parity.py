@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from compare_metrics import Refused, _pair  # noqa: E402
+from compare_metrics import Refused, _load, _pair  # noqa: E402
 
 PROG = "proxy_code_parity"
 PROXY = "benchmarks/cifar10_proxy.py"
@@ -333,18 +333,19 @@ def flag_note(old: Path, new: Path, common: list[str]) -> str:
     them: how many differ per attack (already among the JSON differences, key by key)."""
     core = [rel for rel in common if fnmatch.fnmatch(rel, "metrics/*/*/*/seed*.json")
             and not rel.endswith("-extra.json")]
-    total, lines = 0, []
+    total, flags, lines = 0, 0, []
     for rel in core:
         try:
             differ, _ = _pair(old / rel, new / rel)
+            flags += sum(map(len, _load(old / rel)[0].values()))
         except Refused as error:
             lines.append(f"{rel}: not comparable ({error})")
             continue
         total += sum(differ.values())
         if any(differ.values()):
             lines.append(f"{rel}: {differ}")
-    return (f"per-image flags (compare_metrics) of {len(core)} core metrics files: "
-            f"{total} differ" + "".join(f"; {line}" for line in lines))
+    return (f"per-image flags (compare_metrics) of {len(core)} core metrics files: {total} of "
+            f"{flags} differ" + "".join(f"; {line}" for line in lines))
 
 
 # --- the runs -----------------------------------------------------------------------------------
@@ -556,9 +557,9 @@ def cpu_model() -> str:
     return f"{name}, {len(os.sched_getaffinity(0))} cores"
 
 
-def render(found: dict[str, Category], header: list[str]) -> str:
-    """The Markdown report: `header` lines, then per category 'identical' or its findings, the
-    expected (ALLOWED) differences counted by reason."""
+def render(found: dict[str, Category], header: list[str], limit: int = 0) -> str:
+    """The Markdown report: `header` lines, then per category 'identical' or its findings (the
+    first `limit` of them; 0: all), the expected (ALLOWED) differences counted by reason."""
     findings = sum(len(kind.findings) for kind in found.values() if kind.name != "not compared")
     verdict = f"{findings} difference(s)" if findings else "No difference"
     lines = ["# Proxy code parity", "", *header, "", f"**{verdict} outside the allow-list**", ""]
@@ -569,7 +570,12 @@ def render(found: dict[str, Category], header: list[str]) -> str:
             "identical but the allowed differences" if not kind.findings
             else f"{len(kind.findings)} difference(s)")
         lines.append(f"- **{name}** ({kind.files} files): {state}")
-        lines += [f"  - {d.path} `{d.key}`: {d.old} -> {d.new}" for d in kind.findings]
+        shown = kind.findings[:limit or None]
+        lines += [f"  - {d.path} `{d.key}`: {d.old} -> {d.new}" for d in shown]
+        if len(shown) < len(kind.findings):
+            rest = kind.findings[len(shown):]
+            lines.append(f"  - ... {len(rest)} more in {len({d.path for d in rest})} file(s) "
+                         "(--limit 0 lists them all)")
         for why in dict.fromkeys(d.allowed for d in expected):
             these = [d for d in expected if d.allowed == why]
             lines.append(f"  - allowed, {len(these)} in {len({d.path for d in these})} file(s): "
@@ -585,14 +591,16 @@ def render(found: dict[str, Category], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def header_lines(old: Run, new: Run, seed: int) -> list[str]:
-    """The report's head: the commits, their code digests, what changed between them, the
-    machine, the seconds of each run."""
+def header_lines(old: Run, new: Run, seed: int, given: tuple[str, str] = ("", "")) -> list[str]:
+    """The report's head: the commits (as `given`, where that is not their short hash), their
+    code digests, what changed between them, the machine, the seconds of each run."""
     changed = git("diff", "--shortstat", old.commit, new.commit, "--", "wscat") or "no change"
     params = "same" if not git("diff", "--shortstat", old.commit, new.commit, "--",
                                "params.yaml") else "differs (this run uses the same tiny params)"
-    return [f"- old: {old.revision} (wscat/ code digest {old.digest}), {old.seconds:.0f} s",
-            f"- new: {new.revision} (wscat/ code digest {new.digest}), {new.seconds:.0f} s",
+    names = [f"{run.revision}{f' ({name})' if name and name != run.revision else ''}"
+             for run, name in zip((old, new), given)]
+    return [f"- old: {names[0]}, wscat/ code digest {old.digest}, {old.seconds:.0f} s",
+            f"- new: {names[1]}, wscat/ code digest {new.digest}, {new.seconds:.0f} s",
             f"- wscat/ between them: {changed}; params.yaml: {params}",
             f"- the tiny CPU proxy of tests/workflow/test_cifar10_proxy.py (six methods), seed "
             f"{seed}, 2 steps at once, 1 thread each; CUDA paths not exercised",
@@ -609,6 +617,8 @@ def parse(argv: list[str] | None = None) -> Any:
     parser.add_argument("--new", default="HEAD", help="the later commit (default HEAD)")
     parser.add_argument("--seed", type=seed_value, default=1, help="the tiny runs' seed")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--limit", type=int, default=30,
+                        help="differences listed per category (0: all)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="a new folder to keep both results trees in (old/, new/)")
     return parser.parse_args(argv)
@@ -618,6 +628,8 @@ def checked(args: Any) -> dict[str, str]:
     """The two commits, after every argument is checked (Stop: one line, nothing made)."""
     from wscat.io import OutputError, check_writable
 
+    if args.limit < 0:
+        raise Stop(f"--limit {args.limit}: give a whole number of at least 0 (0: all)")
     if args.keep is not None and args.keep.exists():
         raise Stop(f"--keep {args.keep}: exists already; pass a new folder")
     try:
@@ -645,7 +657,8 @@ def main(argv: list[str] | None = None) -> int:
         old = run_at(commits["--old"], work, base, npz, args.seed, "old")
         new = run_at(commits["--new"], work, base, npz, args.seed, "new")
         found = compare_trees(old.results, new.results)
-        report = render(found, header_lines(old, new, args.seed))
+        report = render(found, header_lines(old, new, args.seed, (args.old, args.new)),
+                        args.limit)
         if args.keep is not None:
             args.keep.mkdir(parents=True)
             old.results.rename(args.keep / "old")

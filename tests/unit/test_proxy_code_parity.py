@@ -64,10 +64,11 @@ def test_a_flipped_per_image_flag_is_reported(tmp_path: Path) -> None:
     assert _findings(found) == [(CORE, ".accuracy.PGD"), (CORE, ".per_image.correct.PGD")]
     flag = found["JSON"].findings[1]
     assert (flag.old, flag.new) == ('"0110"', '"0100" (images [2] differ)')
-    assert "of 1 core metrics files: 1 differ" in found["JSON"].notes[0]
+    assert "of 1 core metrics files: 1 of 4 differ" in found["JSON"].notes[0]
     report = parity.render(found, [])
     assert "**2 difference(s) outside the allow-list**" in report
     assert f'{CORE} `.per_image.correct.PGD`: "0110" -> "0100" (images [2] differ)' in report
+    assert "- ... 1 more in 1 file(s) (--limit 0 lists them all)" in parity.render(found, [], 1)
 
 
 def test_the_commit_code_digest_and_timings_are_allowed(tmp_path: Path) -> None:
@@ -153,13 +154,38 @@ def test_the_exit_status_is_1_for_a_finding_and_the_report_goes_to_out(
     def fake_run(commit: str, work: Path, base: Path, npz: Path, seed: int, side: str):
         return parity.Run(commit, commit[:7], side * 4, 1.0, trees[side])
 
+    monkeypatch.setattr(parity, "ROOT", _scratch_repo(tmp_path / "repo"))
     monkeypatch.setattr(parity, "tiny_inputs", lambda work: (work / "p.yaml", work / "p.npz"))
     monkeypatch.setattr(parity, "run_at", fake_run)
     out = tmp_path / "report.md"
-    assert parity.main(["--old", "HEAD~1", "--new", "HEAD~1", "--out", str(out)]) == 1
+    assert parity.main(["--old", "HEAD", "--out", str(out)]) == 1
     report = capsys.readouterr().out
     assert out.read_text() == report and "**2 difference(s) outside the allow-list**" in report
-    assert "- machine: " in report and "(wscat/ code digest oldoldoldold), 1 s" in report
+    assert "(HEAD), wscat/ code digest oldoldoldold, 1 s" in report and "- machine: " in report
+
+
+def test_an_interrupted_run_leaves_no_worktree_nor_files(tmp_path: Path, monkeypatch,
+                                                         capsys) -> None:
+    repo = _scratch_repo(tmp_path / "repo")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+
+    def interrupted(tree: Path, *args: object) -> float:
+        assert (tree / "wscat" / "a.py").is_file()  # the commit's worktree, checked out
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parity, "ROOT", repo)
+    made = parity.tempfile.mkdtemp
+    monkeypatch.setattr(parity.tempfile, "mkdtemp", lambda **kw: made(dir=temp, **kw))
+    monkeypatch.setattr(parity, "tiny_inputs", lambda work: (work / "p.yaml", work / "p.npz"))
+    monkeypatch.setattr(parity, "probe", lambda tree: "c" * 16)
+    monkeypatch.setattr(parity, "run_proxy", interrupted)
+    assert parity.main(["--old", "HEAD"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert list(temp.iterdir()) == []
+    listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True,
+                            text=True).stdout.splitlines()
+    assert len(listed) == 1 and not (repo / ".git" / "worktrees").exists()
 
 
 def _scratch_repo(root: Path, proxy: bool = True) -> Path:
@@ -183,6 +209,7 @@ def _scratch_repo(root: Path, proxy: bool = True) -> Path:
                                  "uncommitted changes (wscat/a.py; 1 file(s))"),
     ("no proxy", ["--old", "HEAD"], "--old HEAD: its tree has no benchmarks/cifar10_proxy.py"),
     ("option", ["--old", "HEAD", "--seed", "-1"], "argument --seed: -1 is outside"),
+    ("option", ["--old", "HEAD", "--limit", "-1"], "--limit -1: give a whole number of at least"),
 ])
 def test_bad_input_is_one_line_and_leaves_nothing(case: str, argv: list[str], line: str,
                                                   tmp_path: Path, monkeypatch, capsys) -> None:
