@@ -107,7 +107,8 @@ class Category:
 # --- comparing ----------------------------------------------------------------------------------
 
 def same_leaf(a: Any, b: Any) -> bool:
-    """Leaves equal: tensors and arrays bit for bit (dtype and shape too), others by type and ==."""
+    """Leaves equal: tensors and arrays bit for bit (dtype and shape too), others by type and ==
+    (a NaN equals a NaN: JSON writes them all alike)."""
     import numpy as np
     import torch
 
@@ -117,7 +118,7 @@ def same_leaf(a: Any, b: Any) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
                 and a.shape == b.shape and a.tobytes() == b.tobytes())
-    return type(a) is type(b) and a == b
+    return type(a) is type(b) and (a == b or (isinstance(a, float) and a != a and b != b))
 
 
 def _bits(tensor: Any) -> bytes:
@@ -445,7 +446,7 @@ def probe(tree: Path) -> str:
 
 
 def run_proxy(tree: Path, base: Path, npz: Path, seed: int, results: Path, out: Path,
-              log: Path) -> float:
+              log: Path, label: str = "") -> float:
     """The worktree's proxy script on the tiny inputs (the tests' schedule: 2 steps at once,
     1 thread each, evaluations beside the trainings); its seconds. Stop when it fails. Its own
     session, so that an interrupt here ends it and its steps (SIGTERM to the group)."""
@@ -463,7 +464,7 @@ def run_proxy(tree: Path, base: Path, npz: Path, seed: int, results: Path, out: 
                 stop_group(proc)
     if code != 0:
         tail = (log.read_text().strip().splitlines() or ["no output"])[-1]
-        raise Stop(f"the proxy at {tree.name} failed (exit {code}): {tail}")
+        raise Stop(f"the proxy at {label or tree} failed (exit {code}): {tail}")
     return time.monotonic() - started
 
 
@@ -520,7 +521,8 @@ def run_at(commit: str, work: Path, base: Path, npz: Path, seed: int, side: str)
         revision = git("rev-parse", "--short", "HEAD", cwd=tree / "wscat")
         digest = probe(tree)
         say(f"{side}: {revision} (code {digest}): running the tiny proxy")
-        seconds = run_proxy(tree, base, npz, seed, results, out, work / f"{side}-run.log")
+        seconds = run_proxy(tree, base, npz, seed, results, out, work / f"{side}-run.log",
+                            f"--{side} {revision}")
         check_imports(results, digest, revision)
     finally:
         remove_worktree(tree)
@@ -682,6 +684,13 @@ def main(argv: list[str] | None = None) -> int:
         else 0
 
 
+def _terminated(*_: Any) -> None:
+    """SIGTERM ends the script as Ctrl-C does: the proxy's group stopped, the worktree and the
+    runs' files removed (the `finally` clauses), exit 143."""
+    say("SIGTERM: stopping; the worktree and the runs' files are removed")
+    sys.exit(143)
+
+
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the worktree goes, as on Ctrl-C
+    signal.signal(signal.SIGTERM, _terminated)
     sys.exit(main())
