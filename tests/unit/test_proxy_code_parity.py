@@ -188,11 +188,13 @@ def test_an_interrupted_run_leaves_no_worktree_nor_files(tmp_path: Path, monkeyp
     assert len(listed) == 1 and not (repo / ".git" / "worktrees").exists()
 
 
-def _scratch_repo(root: Path, proxy: bool = True) -> Path:
-    """A git repository with wscat/ and, with `proxy`, the proxy script, one commit."""
-    (root / "wscat").mkdir(parents=True)
-    (root / "wscat" / "a.py").write_text("A = 1\n")
-    if proxy:
+def _scratch_repo(root: Path, proxy: bool = True, commit_only: bool = False) -> Path:
+    """A git repository with wscat/ and, with `proxy`, the proxy script, one commit
+    (`commit_only`: of the files already there)."""
+    if not commit_only:
+        (root / "wscat").mkdir(parents=True)
+        (root / "wscat" / "a.py").write_text("A = 1\n")
+    if proxy and not commit_only:
         (root / "benchmarks").mkdir()
         (root / "benchmarks" / "cifar10_proxy.py").write_text("")
     for argv in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t",
@@ -241,3 +243,31 @@ def test_an_existing_keep_folder_and_an_out_folder_are_refused(tmp_path: Path, c
                      "folder",
                      f"proxy_code_parity: error: cannot write {tmp_path}: it is a folder; pass "
                      "a file path"]
+
+
+def test_a_failed_proxy_run_is_one_line_and_leaves_nothing(tmp_path: Path, monkeypatch,
+                                                           capsys) -> None:
+    """A commit whose proxy exits non-zero: its last output line, exit 2; the probe started as
+    the steps are imported the worktree's own wscat (its made-up digest)."""
+    repo = tmp_path / "repo"
+    (repo / "wscat").mkdir(parents=True)
+    (repo / "wscat" / "__init__.py").write_text("")
+    (repo / "wscat" / "provenance.py").write_text("def code_digest():\n    return 'e' * 16\n")
+    (repo / "benchmarks").mkdir()
+    (repo / "benchmarks" / "cifar10_proxy.py").write_text(
+        "import sys\nprint('cifar10_proxy: error: boom')\nsys.exit(3)\n")
+    _scratch_repo(repo, commit_only=True)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    made = parity.tempfile.mkdtemp
+    monkeypatch.setattr(parity.tempfile, "mkdtemp", lambda **kw: made(dir=temp, **kw))
+    monkeypatch.setattr(parity, "ROOT", repo)
+    monkeypatch.setattr(parity, "tiny_inputs", lambda work: (work / "p.yaml", work / "p.npz"))
+    assert parity.main(["--old", "HEAD"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    short = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, text=True,
+                           capture_output=True).stdout.strip()
+    assert err[0] == f"{parity.PROG}: old: {short} (code {'e' * 16}): running the tiny proxy"
+    assert err[1:] == [f"{parity.PROG}: error: the proxy at --old {short} failed (exit 3): "
+                       "cifar10_proxy: error: boom"]
+    assert list(temp.iterdir()) == [] and not (repo / ".git" / "worktrees").exists()
