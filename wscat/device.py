@@ -92,14 +92,21 @@ def pick_device(name: str | torch.device | None = "auto", threads: int | None = 
 # that hand none (SLURM's NoDevFiles where a job asked for no GPU; -1, by convention).
 GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 NO_GPU = ("", "-1", "NoDevFiles")
+# A count of GPUs granted: SLURM sets it even where gres.conf names a GPU File= that is no
+# device, which leaves the three above unset (slurm-wlm 22.05, seen on the test cluster).
+GPU_COUNTS = ("SLURM_GPUS_ON_NODE",)
 
 
 def gpu_granted() -> str | None:
-    """`NAME=value` of the first of GPU_VARIABLES that names a GPU for this process, else
-    None."""
+    """`NAME=value` of the first of GPU_VARIABLES that names a GPU for this process, or of
+    GPU_COUNTS that counts one or more, else None."""
     for variable in GPU_VARIABLES:
         value = os.environ.get(variable, "").strip()
         if value not in NO_GPU:
+            return f"{variable}={value}"
+    for variable in GPU_COUNTS:
+        value = os.environ.get(variable, "").strip()
+        if value.isdigit() and int(value) > 0:
             return f"{variable}={value}"
     return None
 

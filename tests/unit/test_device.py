@@ -109,15 +109,16 @@ def test_an_indexed_cpu_is_the_cpu_and_loads_checkpoints(tmp_path):
     ("CUDA_VISIBLE_DEVICES", "0", True), ("CUDA_VISIBLE_DEVICES", "GPU-3f2a", True),
     ("SLURM_JOB_GPUS", "2", True), ("SLURM_STEP_GPUS", "0,1", True),
     ("CUDA_VISIBLE_DEVICES", "", False), ("CUDA_VISIBLE_DEVICES", "-1", False),
-    ("SLURM_JOB_GPUS", "NoDevFiles", False)])
+    ("SLURM_JOB_GPUS", "NoDevFiles", False), ("SLURM_GPUS_ON_NODE", "1", True),
+    ("SLURM_GPUS_ON_NODE", "0", False), ("SLURM_GPUS_ON_NODE", "", False)])
 def test_auto_on_a_job_given_a_gpu_that_cuda_cannot_see_stops_in_one_line(
         monkeypatch, variable, value, refused):
     """An audit found that a SLURM GPU job with a broken CUDA would train WRN-16-4 on the CPU for
     hours under `--device auto`, its log's first line the only sign. A GPU handed to the process and no CUDA
     is refused; no GPU handed, auto is the CPU; a device by name is the caller's choice."""
-    from wscat.device import FromEnvironment, GPU_VARIABLES, pick_device
+    from wscat.device import FromEnvironment, GPU_COUNTS, GPU_VARIABLES, pick_device
 
-    for other in GPU_VARIABLES:
+    for other in (*GPU_VARIABLES, *GPU_COUNTS):
         monkeypatch.delenv(other, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv(variable, value)

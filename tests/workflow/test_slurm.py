@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from tests.helpers.tiny import tiny_params
-from wscat.device import GPU_VARIABLES
+from wscat.device import GPU_COUNTS, GPU_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -526,9 +526,9 @@ def test_the_gpu_profile_on_a_real_slurm_cluster_with_a_gpu(slurm_cluster, tmp_p
             and time.monotonic() < started + 60:
         time.sleep(0.2)
     handed = dict(line.split("=", 1) for line in said.read_text().splitlines()
-                  if line.split("=", 1)[0] in GPU_VARIABLES)
+                  if line.split("=", 1)[0] in (*GPU_VARIABLES, *GPU_COUNTS))
     assert handed == {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_GPUS": "0",
-                      "SLURM_STEP_GPUS": "0"}, said.read_text()
+                      "SLURM_STEP_GPUS": "0", "SLURM_GPUS_ON_NODE": "1"}, said.read_text()
     before = set(_job_records(env))
     workdir = workflow_copy(tmp_path / "gpu", gpu_params())
     snakemake = [BIN / "snakemake", "--workflow-profile", slurm_profile(workdir / "profile",
