@@ -146,7 +146,7 @@ def curves(train_log: Path, prefix: Path, title: str) -> None:
     for ax in (left, right):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(title, fontsize=9, y=1.04)  # above the panels' titles, not between them
     save(fig, prefix, files=curves_files(prefix))
 
 
