@@ -582,7 +582,7 @@ def paired_figure(mean: pd.DataFrame, by_attack: pd.DataFrame | None, companion:
             if metric in figure.PANELS and (reference, metric) in reported}
     figure.paired_figure(figure.rows(by_attack, mean, gaps, {m: display_name(m) for m in methods}),
                          prefix, reference=reference,
-                         paper_note="; the paper's AA is its own AutoAttack, its Mean over that")
+                         paper_note="; the paper's AA is its own AutoAttack, its Mean over that.")
     return True
 
 
