@@ -145,7 +145,9 @@ def curves(train_log: Path, prefix: Path, title: str) -> None:
     right.set(xlabel="epoch", ylabel="validation accuracy (%)", title="validation (EMA model)")
     for ax in (left, right):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        # below the panel: it hides no curve (PUAT's total loss jumps under the usual corner)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5,
+                  frameon=False)
     fig.suptitle(title, fontsize=9, y=1.04)  # above the panels' titles, not between them
     save(fig, prefix, files=curves_files(prefix))
 
