@@ -28,7 +28,7 @@ from wscat.errors import NPZ_ERRORS, first_line  # noqa: E402
 from wscat.metrics import harmonic_mean, is_percent  # noqa: E402
 from wscat.io import atomic_path, check_writable, read_json_object  # noqa: E402
 from wscat.report import paper  # noqa: E402
-from wscat.report.names import display_name  # noqa: E402
+from wscat.report.names import display_name, method_colours  # noqa: E402
 from wscat.report.table import seed_std  # noqa: E402
 
 COLOURS = {"Natural": "tab:blue", "PGD": "tab:red", "HM": "tab:green"}
@@ -318,8 +318,10 @@ def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path
         # 60 bins over the data's range (a robust model's cosines sit near 1), none left out
         low = min(float(np.floor(cos.min() * 20) / 20), 0.95)
         bins = np.linspace(low, max(1.0, float(cos.max())), 61)
+        colours = method_colours([display_name(m) for m in spec["methods"]])
         for method, values in zip(spec["methods"], cos):
-            ax.hist(values, bins=bins, alpha=0.5, label=display_name(method), density=True)
+            ax.hist(values, bins=bins, alpha=0.5, label=display_name(method), density=True,
+                    color=colours[display_name(method)])
             table.append({"dataset": entry["name"], "method": display_name(method),
                           "n": len(values), "mean": round(float(values.mean()), 4),
                           "median": round(float(np.median(values)), 4),

@@ -12,6 +12,19 @@ DISPLAY_NAMES = {"standard": "Standard", "trades": "TRADES", "rlfat": "RLFAT", "
                  "wscat": "WSCAT", "wscat-fixed": "WSCAT-fixed", "wscat-self": "WSCAT-self",
                  "wscat-std": "WSCAT-std"}
 NON_ADVERSARIAL_OBJECTIVES = {"standard", "mean_teacher"}
+# One colour per method in every figure (Table 2's column order, then the ablation's variants),
+# whatever else a figure draws beside it; a method not listed takes the next colour left over.
+METHOD_COLOURS = {"Standard": "tab:blue", "TRADES": "tab:orange", "RLFAT": "tab:green",
+                  "DMAT": "tab:olive", "WSCAT-sup": "tab:purple", "MT": "tab:brown",
+                  "RST": "tab:pink", "PUAT": "tab:gray", "WSCAT": "tab:red",
+                  "WSCAT-fixed": "tab:cyan", "WSCAT-self": "black", "WSCAT-std": "goldenrod"}
+SPARE_COLOURS = ("navy", "teal", "maroon", "darkgreen", "indigo", "sienna")
+
+
+def method_colours(names: list[str]) -> dict[str, str]:
+    """A colour per displayed method name: its own (METHOD_COLOURS), else a spare in turn."""
+    spare = iter(SPARE_COLOURS * (1 + len(names) // len(SPARE_COLOURS)))
+    return {name: METHOD_COLOURS.get(name) or next(spare) for name in names}
 
 
 def display_name(method: str) -> str:

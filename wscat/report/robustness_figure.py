@@ -88,10 +88,11 @@ def robustness_figure(plotted: list[dict], prefix: Path,
     table's eps and PGD steps, drawn dotted); per method the mean over seeds (line) and each
     seed (dots)."""
     from wscat.report.figures import plt, save, seeds_label
+    from wscat.report.names import method_colours
 
     frame = pd.DataFrame(plotted)
     methods = list(dict.fromkeys(frame["method"]))
-    colours = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+    colours = method_colours(methods)  # a method's colour is the same in every figure
     # A hollow marker of its own per method, each smaller than the one before: methods with the
     # same accuracies (Standard and MT at 0) stay visible, one inside the other.
     styles = {m: {"marker": MARKERS[i % len(MARKERS)], "markersize": max(9 - 0.7 * i, 3),

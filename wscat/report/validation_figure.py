@@ -75,11 +75,12 @@ def validation_figure(plotted: list[dict], prefix: Path,
     seed), a dot on the epoch each run's checkpoint holds. `steps`: the validation attacks'
     (config.validation_for), named in the panels' labels."""
     from wscat.report.figures import plt, save
+    from wscat.report.names import method_colours
 
     panels = [panel for panel in PANELS if any(r["metric"] == panel[0] for r in plotted)]
     methods = list(dict.fromkeys(row["method"] for row in plotted))
     seeds = sorted({row["seed"] for row in plotted})
-    colours = {m: f"C{i}" for i, m in enumerate(methods)}
+    colours = method_colours(methods)  # a method's colour is the same in every figure
     styles = {s: ("-", "--", ":", "-.")[i % 4] for i, s in enumerate(seeds)}
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.6), squeeze=False)
     for ax, (metric, label, what) in zip(axes[0], panels):
