@@ -16,8 +16,8 @@ NON_ADVERSARIAL_OBJECTIVES = {"standard", "mean_teacher"}
 # whatever else a figure draws beside it; a method not listed takes the next colour left over.
 METHOD_COLOURS = {"Standard": "tab:blue", "TRADES": "tab:orange", "RLFAT": "tab:green",
                   "DMAT": "tab:olive", "WSCAT-sup": "tab:purple", "MT": "tab:brown",
-                  "RST": "tab:pink", "PUAT": "tab:gray", "WSCAT": "tab:red",
-                  "WSCAT-fixed": "tab:cyan", "WSCAT-self": "black", "WSCAT-std": "goldenrod"}
+                  "RST": "tab:pink", "PUAT": "tab:gray", "WSCAT": "black",
+                  "WSCAT-fixed": "tab:cyan", "WSCAT-self": "tab:red", "WSCAT-std": "goldenrod"}
 SPARE_COLOURS = ("navy", "teal", "maroon", "darkgreen", "indigo", "sienna")
 
 

@@ -121,7 +121,9 @@ def robustness_figure(plotted: list[dict], prefix: Path,
             ax.set_title(f"{dataset}: PGD-{steps}" if key == "eps" else
                          f"{dataset}: at eps {_eps_label(eps)}", fontsize=9)
             ax.grid(color="0.9")
-            ax.legend(fontsize=7)
+            # below the panel: nine methods' key in a corner hid curves (Table 2 on digits)
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.26), ncol=5,
+                      frameon=False)
     lines = (f"line: mean over {seeds_label(seeds)}, dots: each seed" if len(seeds) > 1
              else seeds_label(seeds))
     fig.suptitle(f"Robust accuracy against the budget and the steps; {lines}; dotted: the "
