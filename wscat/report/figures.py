@@ -224,14 +224,18 @@ def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> N
         table += points
         x = [p["beta"] for p in points]
         for key, name in (("natural", "Natural"), ("pgd", "PGD"), ("hm", "HM")):
-            ax.plot(x, [p[key] for p in points], marker="o", color=COLOURS[name], label=name,
-                    clip_on=False)  # the end points sit on the axes' edges: whole markers
+            # the end points sit on the axes' edges: whole markers
+            ax.plot(x, [p[key] for p in points], marker="o", color=COLOURS[name],
+                    label=f"{name} (test)", clip_on=False)
+        # what the choice read, beside the test curves it did not read
+        ax.plot(x, [p["val_hm"] for p in points], marker="o", color=COLOURS["HM"],
+                linestyle=":", markerfacecolor="white", label="HM (validation)", clip_on=False)
         ax.axvline(chosen["beta"], color="grey", linestyle="--",
                    label=f"chosen on validation: {chosen['beta']:g}")
         positive = [b for b in x if b > 0]
         ax.set_xscale("symlog", linthresh=min(positive) if positive else 1.0)
         ax.set_xlim(left=min(x))
-        ax.set(xlabel=r"$\beta$", ylabel="test accuracy (%)", title=entry["name"])
+        ax.set(xlabel=r"$\beta$", ylabel="accuracy (%)", title=entry["name"])
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))  # beside, not over
     fig.suptitle(rf"Effect of $\beta$ ({seeds_label(seeds)}); HM: the harmonic mean of "
