@@ -76,7 +76,7 @@ def test_beta_legend_beside_the_lines_whole_end_markers_and_the_seed(
     (ax,) = drawn.fig.axes
     assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
     assert [line.get_clip_on() for line in ax.get_lines() if line.get_marker() == "o"] == [
-        False, False, False]
+        False, False, False, False]  # Natural, PGD, HM on test; HM on validation
     title = drawn.fig._suptitle.get_text()
     assert "(seed 1)" in title and "HM: the harmonic mean of Natural and PGD" in title
     assert drawn.suptitle_clear_of_panel_titles()

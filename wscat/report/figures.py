@@ -226,7 +226,7 @@ def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> N
         for key, name in (("natural", "Natural"), ("pgd", "PGD"), ("hm", "HM")):
             # the end points sit on the axes' edges: whole markers
             ax.plot(x, [p[key] for p in points], marker="o", color=COLOURS[name],
-                    label=f"{name} (test)", clip_on=False)
+                    label=name, clip_on=False)
         # what the choice read, beside the test curves it did not read
         ax.plot(x, [p["val_hm"] for p in points], marker="o", color=COLOURS["HM"],
                 linestyle=":", markerfacecolor="white", label="HM (validation)", clip_on=False)
@@ -239,7 +239,8 @@ def beta_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -> N
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1))  # beside, not over
     fig.suptitle(rf"Effect of $\beta$ ({seeds_label(seeds)}); HM: the harmonic mean of "
-                 "Natural and PGD", fontsize=9, y=1.04)
+                 "Natural and PGD\nfilled: test accuracy; hollow, dotted: validation (what "
+                 "chose beta)", fontsize=9, y=1.08)
     save(fig, prefix, table)
 
 
@@ -324,9 +325,8 @@ def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path
         bins = np.linspace(low, max(1.0, float(cos.max())), 61)
         colours = method_colours([display_name(m) for m in spec["methods"]])
         for method, values in zip(spec["methods"], cos):
-            # outlines, not blended fills: TRADES' and WSCAT's nearly equal histograms stay apart
-            ax.hist(values, bins=bins, histtype="step", linewidth=1.4,
-                    label=display_name(method), density=True, color=colours[display_name(method)])
+            ax.hist(values, bins=bins, alpha=0.5, label=display_name(method), density=True,
+                    color=colours[display_name(method)])
             table.append({"dataset": entry["name"], "method": display_name(method),
                           "n": len(values), "mean": round(float(values.mean()), 4),
                           "median": round(float(np.median(values)), 4),
