@@ -15,7 +15,7 @@ path, and compares the two results trees:
   other file byte for byte, a table's differing lines printed;
 
 everything but ALLOWED, the differences expected between any two runs (the commit, the code
-digest, timings). Before comparing, it checks that every step imported its worktree's `wscat`:
+digest, timings) or between two report codes (captions, a figure's drawing). Before comparing, it checks that every step imported its worktree's `wscat`:
 the recorded code digests and git revisions must be the worktree's.
 
     .venv/bin/python benchmarks/proxy_code_parity.py --old d242b3f --new HEAD --out report.md
@@ -59,6 +59,8 @@ PROXY_CODE = ("wscat", PROXY, "benchmarks/jobrunner.py", "benchmarks/mps.py",
 TIMING = "a wall time: differs between any two runs"
 GIT = "the commit the step ran at (wscat.provenance.git_revision); checked to be its worktree's"
 DIGEST = "the wscat/ code digest (wscat.provenance.code_digest); checked to be its worktree's"
+FIGURE = ("a figure's drawing (layout, colours: wscat/report/, outside the code digest); the "
+          "numbers it draws are in the files compared beside it")
 # (file pattern, key-path pattern, why): differences expected between two commits' runs.
 ALLOWED: tuple[tuple[str, str, str], ...] = (
     ("*", r"\.(manifest|meta)\.versions\.git", GIT),
@@ -70,6 +72,8 @@ ALLOWED: tuple[tuple[str, str, str], ...] = (
     ("proxy/seed*/run.json", r"\.code_digest",
      DIGEST + " (recorded since 7506062: absent in older runs)"),
     ("proxy/code.txt", r"", DIGEST),
+    ("*.png", r"", FIGURE),
+    ("*.pdf", r"", FIGURE),
     ("*.tex", r"line \d+: \\caption\{.*",
      "a table's caption (prose; its numbers are in the rows and the CSVs): printed"),
 )

@@ -89,6 +89,21 @@ def test_the_commit_code_digest_and_timings_are_allowed(tmp_path: Path) -> None:
     assert "identical but the allowed differences" in parity.render(found, [])
 
 
+def test_a_figure_drawn_otherwise_is_allowed_but_its_numbers_are_not(tmp_path: Path) -> None:
+    """A figure's layout or colours change with wscat/report/ (a key moved below its panel),
+    which no step's numbers read; the CSV and logs it draws stay compared."""
+    old, new = _tree(tmp_path / "a"), _tree(tmp_path / "b")
+    for tree, pixels in ((old, b"\x89PNG one"), (new, b"\x89PNG two")):
+        (tree / "curves/wscat.png").parent.mkdir(parents=True, exist_ok=True)
+        (tree / "curves/wscat.png").write_bytes(pixels)
+        (tree / "curves/wscat.csv").write_text("epoch,loss\n1,0.5\n")
+    (new / "curves/wscat.csv").write_text("epoch,loss\n1,0.6\n")
+    found = parity.compare_trees(old, new)
+    assert _findings(found) == [("curves/wscat.csv", "")]
+    assert [d.allowed for d in found["other"].differences if d.path.endswith(".png")] == [
+        parity.FIGURE]
+
+
 def test_a_tensor_one_bit_off_is_reported(tmp_path: Path) -> None:
     weight = torch.arange(6, dtype=torch.float32)
     weight.view(torch.int32)[3] ^= 1  # the last bit of one element's mantissa

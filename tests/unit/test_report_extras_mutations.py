@@ -56,6 +56,7 @@ import torch
 from wscat.report import figures, labels
 from wscat.report import paired_figure as pf
 from wscat.report import validation_figure as vf
+from wscat.report.names import METHOD_COLOURS, method_colours
 from wscat.report.names import DISPLAY_NAMES, display_name, is_adversarial
 from wscat.training import speed, threads
 from wscat.training.log import write_log
@@ -296,6 +297,22 @@ def test_the_validation_figure_draws_a_line_per_run_and_dots_its_checkpoint(
     assert [t.get_text() for t in cw.get_legend().get_texts()] == ["WSCAT", "seed 1", "seed 2"]
     assert [h.get_linestyle() for h in cw.get_legend().legend_handles] == ["-", "-", "--"]
     assert [t.get_text() for t in natural.get_legend().get_texts()] == ["MT", "seed 1"]
+    # a method's colour is its own in every figure, not its place in this one's list
+    drawn = {line.get_label(): line.get_color() for ax in captured.fig.axes
+             for line in ax.get_lines() if "seed" in line.get_label()}
+    assert drawn == {"MT, seed 1": METHOD_COLOURS["MT"], "WSCAT, seed 1": METHOD_COLOURS["WSCAT"],
+                     "WSCAT, seed 2": METHOD_COLOURS["WSCAT"]}, drawn
+
+
+def test_each_method_has_one_colour_whatever_the_figure_s_other_methods() -> None:
+    """WSCAT was green in Fig-similarity, brown in the proxy's curves and olive in the digits
+    tier's robustness curves: the colour of its place in each figure's list."""
+    alone, many = method_colours(["WSCAT"]), method_colours(["TRADES", "RST", "MART", "WSCAT"])
+    assert alone["WSCAT"] == many["WSCAT"] == METHOD_COLOURS["WSCAT"]
+    assert len(set(METHOD_COLOURS.values())) == len(METHOD_COLOURS)  # no two methods alike
+    own = method_colours(["MART", "Mine", "WSCAT"])  # methods of a user's: spare colours
+    assert own["MART"] != own["Mine"] and not {own["MART"], own["Mine"]} & set(
+        METHOD_COLOURS.values())
 
 
 def test_only_the_panels_of_logged_metrics_are_drawn(captured: Captured) -> None:
