@@ -15,8 +15,9 @@ path, and compares the two results trees:
   other file byte for byte, a table's differing lines printed;
 
 everything but ALLOWED, the differences expected between any two runs (the commit, the code
-digest, timings) or between two report codes (captions, a figure's drawing). Before comparing, it checks that every step imported its worktree's `wscat`:
-the recorded code digests and git revisions must be the worktree's.
+digest, timings) or between two report codes (captions, a figure's drawing). Before comparing,
+it checks that every step imported its worktree's `wscat`: the recorded code digests and git
+revisions must be the worktree's.
 
     .venv/bin/python benchmarks/proxy_code_parity.py --old d242b3f --new HEAD --out report.md
 
