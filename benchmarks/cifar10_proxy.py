@@ -682,21 +682,11 @@ def seeds_dir_of(args: argparse.Namespace) -> Path | None:
     return SEEDS_DIR if args.params.resolve() == (ROOT / "params.yaml").resolve() else None
 
 
-def npz_path_note(key: str, committed: dict[str, Any]) -> str:
-    """Where the difference is the npz's path (every training fingerprint holds it): the path
-    the committed seed's npz had, which `--npz` can give from any checkout."""
-    if not key.endswith(".dataset.path"):
-        return ""
-    path = committed["datasets"][EXPERIMENT]["path"]
-    return (f" (the npz's path is part of every training fingerprint: the committed seed's was "
-            f"{path}; pass --npz {path} with the same file there)")
-
-
 def checked_params(args: argparse.Namespace) -> dict[str, Any]:
     """The run's params, validated in memory, after the arguments are checked; refused (a
     ValueError, one line) where a committed seed was run with params that differ in what the
     steps read, as its table would refuse this seed after the run (proxy_table.read_seeds)."""
-    from proxy_table import seed_difference, seed_dirs
+    from proxy_table import path_note, seed_difference, seed_dirs
 
     from wscat.config import ConfigError, read_yaml, validate_params
 
@@ -748,7 +738,7 @@ def checked_params(args: argparse.Namespace) -> dict[str, Any]:
         key = seed_difference(theirs, params)
         if key is not None:
             raise ValueError(f"these params differ from committed seed {seed}'s "
-                             f"({folder / 'params.yaml'}) in {key}{npz_path_note(key, theirs)}: "
+                             f"({folder / 'params.yaml'}) in {key}{path_note(key, theirs)}: "
                              "this seed would not join its table (benchmarks/proxy_table.py); "
                              "run from a checkout whose params give the same, or pass "
                              "--seeds-dir for another table")

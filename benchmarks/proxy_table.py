@@ -152,12 +152,18 @@ def seed_difference(before: dict[str, Any], now: dict[str, Any]) -> str | None:
     return _first_difference(a, b) if a != b else None
 
 
-def _path_note(key: str) -> str:
-    """What a difference in the npz's path means: the same images, another fingerprint."""
+def path_note(key: str, committed: dict[str, Any] | None = None) -> str:
+    """What a difference in the npz's path means: the same images, another fingerprint. Before
+    a run (`committed`: a committed seed's params), the path that seed's npz had, which `--npz`
+    can give from any checkout."""
     if not key.endswith(".dataset.path"):
         return ""
-    return (" (the npz lay elsewhere on the device: the training fingerprints the table checks "
-            "include its path, so run every seed from a checkout at the same path)")
+    if committed is None:
+        return (" (the npz lay elsewhere on the device: the training fingerprints the table "
+                "checks include its path, so run every seed from a checkout at the same path)")
+    path = committed["datasets"][EXPERIMENT]["path"]
+    return (f" (the npz's path is part of every training fingerprint: the committed seed's was "
+            f"{path}; pass --npz {path} with the same file there)")
 
 
 def read_seeds(dirs: dict[int, Path]) -> dict[str, Any]:
@@ -185,7 +191,7 @@ def read_seeds(dirs: dict[int, Path]) -> dict[str, Any]:
             first = (seed, params)
         elif (key := seed_difference(first[1], params)) is not None:
             raise ValueError(f"seed {seed} was run with other params than seed {first[0]} "
-                             f"({key}){_path_note(key)}; its numbers do not add up with theirs: "
+                             f"({key}){path_note(key)}; its numbers do not add up with theirs: "
                              "rerun it with the same params")
     params = json.loads(json.dumps(first[1]))
     params["experiments"][EXPERIMENT]["seeds"] = list(dirs)

@@ -58,6 +58,13 @@ def save(fig: plt.Figure, prefix: Path, table: list[dict[str, Any]] | None = Non
         plt.close(fig)
 
 
+def key_below(ax: plt.Axes, *, drop: float = 0.2, ncol: int = 5, **legend: Any) -> None:
+    """The panel's key below it, `drop` of its height down, no frame: a key in a corner hid
+    curves (nine methods' robustness curves, PUAT's loss jump, three seeds' validation)."""
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -drop), ncol=ncol,
+              frameon=False, **legend)
+
+
 def seeds_label(seeds: list[int]) -> str:
     """"seed 1" or "seeds 1, 2, 3", for a figure's title."""
     return (f"seed {seeds[0]}" if len(seeds) == 1
@@ -145,9 +152,7 @@ def curves(train_log: Path, prefix: Path, title: str) -> None:
     right.set(xlabel="epoch", ylabel="validation accuracy (%)", title="validation (EMA model)")
     for ax in (left, right):
         ax.grid(alpha=0.3)
-        # below the panel: it hides no curve (PUAT's total loss jumps under the usual corner)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5,
-                  frameon=False)
+        key_below(ax)
     fig.suptitle(title, fontsize=9, y=1.04)  # above the panels' titles, not between them
     save(fig, prefix, files=curves_files(prefix))
 

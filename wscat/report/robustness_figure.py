@@ -87,7 +87,7 @@ def robustness_figure(plotted: list[dict], prefix: Path,
     """prefix.pdf, .png and .csv: a row of two panels per dataset of `budgets` (dataset -> the
     table's eps and PGD steps, drawn dotted); per method the mean over seeds (line) and each
     seed (dots)."""
-    from wscat.report.figures import plt, save, seeds_label
+    from wscat.report.figures import key_below, plt, save, seeds_label
     from wscat.report.names import method_colours
 
     frame = pd.DataFrame(plotted)
@@ -121,9 +121,7 @@ def robustness_figure(plotted: list[dict], prefix: Path,
             ax.set_title(f"{dataset}: PGD-{steps}" if key == "eps" else
                          f"{dataset}: at eps {_eps_label(eps)}", fontsize=9)
             ax.grid(color="0.9")
-            # below the panel: nine methods' key in a corner hid curves (Table 2 on digits)
-            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.26), ncol=5,
-                      frameon=False)
+            key_below(ax, drop=0.26)
     lines = (f"line: mean over {seeds_label(seeds)}, dots: each seed" if len(seeds) > 1
              else seeds_label(seeds))
     fig.suptitle(f"Robust accuracy against the budget and the steps; {lines}; dotted: the "

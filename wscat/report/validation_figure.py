@@ -74,7 +74,7 @@ def validation_figure(plotted: list[dict], prefix: Path,
     """prefix.pdf, .png and .csv: a panel per metric, a line per run (colour: method, style:
     seed), a dot on the epoch each run's checkpoint holds. `steps`: the validation attacks'
     (config.validation_for), named in the panels' labels."""
-    from wscat.report.figures import plt, save
+    from wscat.report.figures import key_below, plt, save
     from wscat.report.names import method_colours
 
     panels = [panel for panel in PANELS if any(r["metric"] == panel[0] for r in plotted)]
@@ -94,9 +94,8 @@ def validation_figure(plotted: list[dict], prefix: Path,
         ax.set_xlabel("epoch")
         ax.set_ylabel(f"validation {label.format(**steps)}")
         ax.grid(color="0.9")
-        key = _legend(frame, colours, styles)  # below the panel: it hides no curve
-        ax.legend(handles=key, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2),
-                  ncol=min(len(key), 7), frameon=False, handlelength=2.5, columnspacing=1.2)
+        key = _legend(frame, colours, styles)
+        key_below(ax, ncol=min(len(key), 7), handles=key, handlelength=2.5, columnspacing=1.2)
     fig.suptitle("Validation accuracy per epoch (the labelled validation split); "
                  "o: the epoch whose weights each run reports", fontsize=9)
     fig.tight_layout()
