@@ -262,9 +262,9 @@ def test_unlabel_points_are_the_splits_unlabelled_count_and_the_seeds_mean_and_s
     figures.unlabel_figure(params, TIER, str(tmp_path), tmp_path / "Fig-unlabel")
     assert saved.table == [
         {"dataset": "Digits", "fraction": 0.1, "unlabelled": 13, "mean": 45.0,
-         "std": round(math.sqrt(50), 4)},
+         "std": round(math.sqrt(50), 4), "n_seeds": 2},
         {"dataset": "Digits", "fraction": 1.0, "unlabelled": 130, "mean": 71.0,
-         "std": round(math.sqrt(2), 4)}]
+         "std": round(math.sqrt(2), 4), "n_seeds": 2}]
     (only,) = saved.axes[0]["lines"]
     assert (only[1], only[2]) == ([13.0, 130.0], [45.0, 71.0])
 

@@ -296,6 +296,8 @@ def test_every_table_and_figure_renders_on_the_embedded_default(tmp_path: Path, 
     with open(out / "Fig-unlabel.csv", newline="") as handle:
         unlabel = list(csv.DictReader(handle))
     assert int(unlabel[0]["unlabelled"]) == round(0.3 * 1338) and int(unlabel[1]["unlabelled"]) == 1338
+    seeds = expanded["paper"]["digits"]["unlabelled"]["seeds"]
+    assert [row["n_seeds"] for row in unlabel] == [str(len(seeds))] * len(unlabel)  # std's count
     # Ours: every Table 2 run's PGD accuracy against eps and steps, as its extra file has it.
     with open(out / "robustness-curves.csv", newline="") as handle:
         robustness = list(csv.DictReader(handle))

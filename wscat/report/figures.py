@@ -269,7 +269,8 @@ def unlabel_figure(params: dict[str, Any], tier: str, root: str, prefix: Path) -
             xs.append(count)
             ys.append(float(np.mean(means)))
             table.append({"dataset": entry["name"], "fraction": fraction, "unlabelled": count,
-                          "mean": round(ys[-1], 4), "std": round(seed_std(means), 4)})
+                          "mean": round(ys[-1], 4), "std": round(seed_std(means), 4),
+                          "n_seeds": len(means)})  # as the tables' CSVs: std 0 of one seed
         ax.plot(xs, ys, marker="o", color="tab:green")
         ax.set(xlabel="unlabelled samples used", ylabel="Mean (%)", title=entry["name"])
         ax.grid(alpha=0.3)
