@@ -148,7 +148,9 @@ def curves(train_log: Path, prefix: Path, title: str) -> None:
             continue
         target = right if column.startswith("val_") else left
         target.plot(log["epoch"], log[column], label=column.removeprefix("val_"), marker=".")
-    left.set(xlabel="epoch", ylabel="loss", title="training loss")
+    # `loss` is what the step minimised; each term is logged before its weight (e.g. Eq. 9's
+    # lambda and beta), so a term may sit above the loss it is part of
+    left.set(xlabel="epoch", ylabel="loss", title="training loss; its terms unweighted")
     right.set(xlabel="epoch", ylabel="validation accuracy (%)", title="validation (EMA model)")
     for ax in (left, right):
         ax.grid(alpha=0.3)
