@@ -51,7 +51,7 @@ help:
 	@echo "                         the DVC remote (none set: this clone's cache), up to date for Snakemake"
 	@echo "make venv                only the environment (.venv); every target but help, clean and lock makes it first"
 	@echo "make test-slurm          the SLURM profile on a real one-node cluster (root: installs slurm-wlm)"
-	@echo "make clean               remove results/ and .snakemake/"
+	@echo "make clean               remove results/ and .snakemake/ (refused while a run writes there)"
 	@echo "For developers:"
 	@echo "make rulegraph           the README's data-flow picture, docs/rulegraph.svg (needs Graphviz's dot)"
 	@echo "make lock                requirements-lock.txt again after a pin changed (then make venv)"
@@ -184,6 +184,7 @@ test-slurm: venv
 	WSCAT_SLURM_CLUSTER=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/workflow/test_slurm.py \
 	    -k real_slurm_cluster
 
+# results/ and .snakemake/, unless a training, an evaluation or a Snakemake runs in them now
+# (then one line naming it, nothing removed): workflow/scripts/clean.py, on any Python 3.
 clean:
-	rm -rf results/* .snakemake
-	touch results/.gitkeep
+	python3 workflow/scripts/clean.py
