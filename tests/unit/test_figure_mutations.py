@@ -62,11 +62,13 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+from matplotlib.colors import to_hex
+from matplotlib.patches import Polygon
 import numpy as np
 import pytest
 
 from wscat.config import load_params
-from wscat.report import figures, paper
+from wscat.report import figures, names, paper
 from wscat.report import robustness_figure as robustness
 
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
@@ -111,7 +113,9 @@ class Saved:
             self.axes.append({"lines": lines, "vertical": vertical, "title": ax.get_title(),
                               "ticks": [tick.get_text() for tick in ax.get_xticklabels()],
                               "scatter": [c.get_offsets().tolist() for c in ax.collections],
-                              "hist": [(c[0].get_label(), _top(c)) for c in ax.containers]})
+                              "hist": [(c[0].get_label(), _top(c)) for c in ax.containers],
+                              "outlines": [to_hex(p.get_edgecolor()) for p in ax.patches
+                                           if isinstance(p, Polygon)]})
         plt.close(fig)
 
     def line(self, ax: int, label: str) -> tuple[list[float], list[float]]:
@@ -294,6 +298,9 @@ def test_similarity_rows_are_each_methods_own_cosines(params: dict[str, Any], tm
     assert [name for name, _ in hist] == ["TRADES", "RLFAT", "WSCAT"]
     for (_, top), largest in zip(hist, (1.0, 0.5, 0.25)):
         assert largest - 0.02 - 1e-9 <= top <= largest + 1e-9
+    # and an outline each, in its colour: TRADES' and WSCAT's fills lie on one another
+    colours = names.method_colours(["TRADES", "RLFAT", "WSCAT"])
+    assert saved.axes[0]["outlines"] == [to_hex(colours[n]) for n in ("TRADES", "RLFAT", "WSCAT")]
 
 
 def test_similarity_refuses_an_analysis_of_other_methods(params: dict[str, Any],

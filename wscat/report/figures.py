@@ -333,8 +333,12 @@ def similarity_figure(params: dict[str, Any], tier: str, root: str, prefix: Path
         bins = np.linspace(low, max(1.0, float(cos.max())), 61)
         colours = method_colours([display_name(m) for m in spec["methods"]])
         for method, values in zip(spec["methods"], cos):
-            ax.hist(values, bins=bins, alpha=0.5, label=display_name(method), density=True,
-                    color=colours[display_name(method)])
+            colour = colours[display_name(method)]
+            ax.hist(values, bins=bins, alpha=0.3, label=display_name(method), density=True,
+                    color=colour)
+            # an outline each: two methods' fills on one another blend into one colour
+            ax.hist(values, bins=bins, density=True, histtype="step", color=colour,
+                    linewidth=1.2)
             table.append({"dataset": entry["name"], "method": display_name(method),
                           "n": len(values), "mean": round(float(values.mean()), 4),
                           "median": round(float(np.median(values)), 4),
