@@ -19,7 +19,16 @@ QUIET_PIP = 2> >(grep -v '^WARNING: Location .* is ignored' >&2)
 # change CPU results in the last bits. On a bigger machine `make demo CORES=8` (a job holds up to
 # ~0.8 GB of memory).
 CORES ?= 2
-SNAKEMAKE = $(VENV)/bin/snakemake --cores $(CORES) --
+# Snakemake's lock on the checkout (.snakemake/locks), left by a Snakemake stopped without its
+# cleanup (killed, or its terminal closed), stops the target before Snakemake with the command
+# that removes it (Snakemake's own LockException names none a make user can type); the lock is
+# kept: another Snakemake may run here, or on another machine sharing the folder.
+LOCK_HELD = Snakemake's lock is on this checkout (.snakemake/locks): another snakemake runs here, \
+	or one was stopped without its cleanup (killed, or its terminal closed); when none runs, \
+	`$(VENV)/bin/snakemake --unlock`, then make $@ again continues where it stopped (finished \
+	jobs kept, trainings resumed from their last epoch)
+SNAKEMAKE = $(if $(wildcard .snakemake/locks/*),$(error $(LOCK_HELD)),$(VENV)/bin/snakemake \
+	--cores $(CORES) --)
 # Before any job: dvc_yaml.py --check. A dvc.yaml that lists other runs than params.yaml makes (a
 # method or seed added or dropped) stops the target with the command that regenerates it, before
 # Snakemake's jobs rather than after them (dvc commit would fail on it). A copy outside git skips it.
