@@ -272,7 +272,8 @@ def test_what_would_stop_snakemake_is_found_before_the_pull(root: Path, tools, c
     assert dvc_pull.main(["--root", str(root)]) == 2
     assert capsys.readouterr().err == (
         f"make pull: Snakemake's lock is held ({root}/.snakemake/locks): another snakemake runs "
-        "here, or one was killed; when none runs, `snakemake --unlock`, then make pull again\n")
+        "here, or one was killed; when none runs, `.venv/bin/snakemake --unlock`, then make pull "
+        "again\n")
     (root / ".snakemake" / "locks" / "0.input.lock").unlink()
     good = (root / "params.yaml").read_text()
     (root / "params.yaml").write_text("evaluation: {pgd_steps: 5}\nevaluation: {pgd_steps: 6}\n")

@@ -194,7 +194,7 @@ def check_workspace(root: Path) -> None:
     locks = root / ".snakemake" / "locks"
     if locks.is_dir() and any(locks.iterdir()):
         raise PullError(f"Snakemake's lock is held ({locks}): another snakemake runs here, or one "
-                        "was killed; when none runs, `snakemake --unlock`, then make pull again")
+                        "was killed; when none runs, `.venv/bin/snakemake --unlock`, then make pull again")
 
 
 def unpulled(entries: Any) -> str | None:
