@@ -2,10 +2,13 @@
 (uint8 0..255, its own test part), so that add-dataset takes its defaults as for any npz."""
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -24,3 +27,28 @@ def test_the_subset_is_uint8_digits_with_a_fifth_held_out(tmp_path: Path) -> Non
         assert levels[0] == 0 and levels[-1] == 255 and len(levels) == 17  # 16ths, rescaled
         assert set(np.unique(a["y_train"])) == set(range(10))
         assert all((a[key] == b[key]).all() for key in a.files)  # the same draw every time
+
+
+def test_one_seed_s_targets_are_the_metrics_files_dvc_yaml_lists(capsys) -> None:
+    """--seed S builds every method's metrics file of that seed, the files dvc.yaml tracks; a seed
+    the experiment does not run is refused in one line."""
+    from wscat.config import load_params
+
+    params = load_params(ROOT / "params.yaml")
+    targets = add_dataset_cost.seed_targets(params, "digits", 2)
+    listed = set(re.findall(r"(results/metrics/digits/cnn/[^/]+/seed2\.json):",
+                            (ROOT / "dvc.yaml").read_text()))
+    assert len(targets) == len(params["experiments"]["digits"]["methods"]) == 5
+    assert set(targets) == listed
+    with pytest.raises(SystemExit) as stopped:
+        add_dataset_cost.seed_targets(params, "digits", 7)
+    assert "--seed 7 is not one of digits's seeds [1, 2, 3]" in str(stopped.value)
+
+
+def test_a_missing_npz_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks/add_dataset_cost.py"),
+                             "--npz", str(tmp_path / "none.npz")], capture_output=True, text=True)
+    assert result.returncode == 2 and not result.stdout
+    assert result.stderr == (f"add_dataset_cost: --npz {tmp_path / 'none.npz'} is not a file; "
+                             "pass your images' .npz\n")
+    assert not list(tmp_path.iterdir())
