@@ -197,15 +197,21 @@ def test_the_measurement_is_the_one_the_files_record() -> None:
 def test_the_check_against_a_build_is_the_one_the_file_records(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The cost line names the one build it was checked against, with that file's numbers."""
+    """The cost line names the two builds it was checked against, with their files' numbers."""
     page = (ROOT / "benchmarks/results/add-dataset-cost.md").read_text()
     checked = add_dataset_summary.CHECKED
     estimate = re.search(r"estimated (~\S+ \S+), took (\d+ min \d+ s)", checked)
     assert estimate and f"cost line: **{estimate.group(1)}**" in page
     assert f"results/tables/mini.tex`: **{estimate.group(2)}**" in page
     assert "700 digits to train on and 175 test images" in page and "700-image" in checked
+    page = (ROOT / "benchmarks/results/add-dataset-cost-cifar10-sample.md").read_text()
+    estimate = re.search(r"estimated (~\S+ \S+) a seed, took (\d+ min \d+ s) a seed", checked)
+    assert estimate and f"share of one seed of 3: **{estimate.group(1)}**" in page
+    assert re.search(rf"seed 1's metrics files \(`[^`]+`\): \*\*{estimate.group(2)}\*\*", page)
+    assert "2000 images to train on and 1000 test images of 32x32x3" in page
+    assert "3,000 real CIFAR-10 images (32x32x3)" in checked
     out, _ = added(tmp_path, monkeypatch, capsys)
-    assert f"so the build can take longer: {checked}." in out
+    assert f"so the build can take nearly twice as long or a third of it: {checked}." in out
 
 
 @pytest.mark.parametrize(("seconds", "said"), [(45, "~45 s"), (511, "~8.5 min"), (3599, "~60 min"),

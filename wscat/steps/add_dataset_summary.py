@@ -140,10 +140,13 @@ DEMO = Measured(seconds=8 * 60 + 31, where="8 min 31 s of Snakemake on a 2-core 
                 pixels=8 * 8, runs=5, epochs=4 * 40 + 100, seeds=3,
                 model=(("architecture", "cnn"), ("width", 24)))
 LONG = 30 * 60  # seconds: beyond it, the cost line says how to cut it
-# benchmarks/results/add-dataset-cost.md (benchmarks/add_dataset_cost.py at 9786b40): the rule
-# against a build at add-dataset's own defaults; the test checks it against that file.
+# benchmarks/results/add-dataset-cost.md (benchmarks/add_dataset_cost.py at 9786b40) and
+# add-dataset-cost-cifar10-sample.md (2ce1cb9, one seed of three): the rule against builds at
+# add-dataset's own defaults; the test checks them against those files.
 CHECKED = ("a 700-image digits subset at these defaults, estimated ~4.1 min, took 7 min 4 s "
-           "(benchmarks/results/add-dataset-cost.md)")
+           "(benchmarks/results/add-dataset-cost.md); 3,000 real CIFAR-10 images (32x32x3), "
+           "estimated ~1.6 h a seed, took 34 min 53 s a seed "
+           "(benchmarks/results/add-dataset-cost-cifar10-sample.md)")
 
 
 def cost_seconds(name: str, params: dict[str, Any], summary: NpzSummary) -> float | None:
@@ -187,7 +190,8 @@ def cost(name: str, params: dict[str, Any], summary: NpzSummary) -> str:
             f"job time ({DEMO.share_where}), scaled by images to train on x pixels (H x W) x "
             "epochs; the rest by test images x pixels x runs. AutoAttack's part grows with the "
             "test images the models still classify right at the dataset's eps, which no such "
-            f"scale can know, so the build can take longer: {CHECKED}.")
+            "scale can know, and a larger image costs the attacks less per pixel, so the build "
+            f"can take nearly twice as long or a third of it: {CHECKED}.")
     if seconds <= LONG:
         return line
     return (f"{line}\nto cut it: on a GPU node, add --resources gpu=1 to snakemake (training."
