@@ -3,7 +3,7 @@ stored as a researcher would store their own images (uint8 0..255, its own test 
 with add-dataset's defaults, then its table built and timed.
 
     .venv/bin/python benchmarks/add_dataset_cost.py [--images 875] [--out FILE.md]
-    .venv/bin/python benchmarks/add_dataset_cost.py --npz FILE.npz [--seed 1] --out FILE.md
+    .venv/bin/python benchmarks/add_dataset_cost.py --npz FILE.npz [--seed 1] [--out FILE.md]
 
 It clones the repository's HEAD into a temporary folder (committed code only), writes
 `mini.npz` there (`--images` digits drawn at random, a fifth of them its test part; or copies
@@ -58,8 +58,9 @@ def seed_targets(params: dict, name: str, seed: int) -> list[str]:
     and pseudo-labels come with them)."""
     experiment = params["experiments"][name]
     if seed not in experiment["seeds"]:
-        sys.exit(f"add_dataset_cost: --seed {seed} is not one of {name}'s seeds "
-                 f"{experiment['seeds']}; pass one of them")
+        print(f"add_dataset_cost: --seed {seed} is not one of {name}'s seeds "
+              f"{experiment['seeds']}; pass one of them", file=sys.stderr)
+        sys.exit(2)
     return [fill(METRICS, dataset=name, model=experiment["model"], method=method, seed=seed)
             for method in experiment["methods"]]
 
