@@ -87,6 +87,10 @@ def main() -> None:
     if args.out is None:
         args.out = ROOT / "benchmarks/results" / (
             f"add-dataset-cost-{args.npz.stem}.md" if args.npz else "add-dataset-cost.md")
+    if args.npz and args.out.resolve() == args.npz.resolve():
+        print(f"add_dataset_cost: --out {args.out} is the --npz it reads; write the page elsewhere",
+              file=sys.stderr)
+        sys.exit(2)
     commit = run(["git", "rev-parse", "--short", "HEAD"], ROOT, dict(os.environ)).strip()
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"

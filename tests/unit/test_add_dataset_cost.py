@@ -55,3 +55,14 @@ def test_a_missing_npz_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.stderr == (f"add_dataset_cost: --npz {tmp_path / 'none.npz'} is not a file; "
                              "pass your images' .npz\n")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_page_over_its_own_npz_is_refused_and_the_npz_kept(tmp_path: Path) -> None:
+    npz = tmp_path / "mine.npz"
+    npz.write_bytes(b"images")
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks/add_dataset_cost.py"),
+                             "--npz", str(npz), "--out", str(npz)], capture_output=True, text=True)
+    assert result.returncode == 2 and not result.stdout
+    assert result.stderr == (f"add_dataset_cost: --out {npz} is the --npz it reads; write the "
+                             "page elsewhere\n")
+    assert npz.read_bytes() == b"images" and sorted(tmp_path.iterdir()) == [npz]
