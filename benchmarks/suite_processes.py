@@ -1,17 +1,23 @@
 """Which processes the test suite starts, and what they cost: every Python process the tests start
-(Snakemake, its `wscat` jobs, dvc, the scripts), grouped by command, with its count and its
-seconds from start to exit. Where CI's time goes beyond what `--durations` says of each test:
-a pipeline test's seconds are mostly its jobs', and a tiny job's mostly its imports.
+(Snakemake, its `wscat` jobs, dvc, the scripts), grouped by command, with its count, its
+seconds from start to exit and the CPU seconds it used itself (user + system, its children not
+counted: a Snakemake's own work, not its jobs'), beside the whole run's CPU seconds (every
+process, Python or not: git, make, the shell). Where CI's time goes beyond what `--durations`
+says of each test: a pipeline test's seconds are mostly its jobs', and a tiny job's mostly its
+imports.
 
     .venv/bin/python benchmarks/suite_processes.py \\
-        --out benchmarks/results/suite-processes-workflow.md [PYTEST ARGS ...]
+        --out benchmarks/results/suite-processes.md [PYTEST ARGS ...]
 
-The pytest arguments default to `make test`'s two workers on tests/workflow (the committed page;
-7-8 minutes on the 2-core CI machine). Each process records itself through a `sitecustomize`
+The pytest arguments default to `make test`'s (two workers, the whole suite: the committed page,
+~11 minutes on the 2-core CI machine); session 62's suite-processes-workflow.md ran tests/workflow
+alone, before the CPU seconds were recorded. Each process records itself through a `sitecustomize`
 module put first on PYTHONPATH (the tests pass the environment on to what they start); a process
 that replaces itself (exec) or is killed records nothing. The seconds are wall time under the
 suite's own load (two workers, each with its jobs), so they add up to more than the run's wall
-time; compare groups within one run. The CPU is named.
+time; compare groups within one run. The CPU seconds are what two cores have to give: they add up
+to at most twice the wall time, and a cut in them is what shortens a CPU-bound run. The CPU is
+named.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import argparse
 import collections
 import datetime
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -30,7 +37,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from demo_profile import _cpu_model  # noqa: E402 - a sibling script
 
 DEFAULT = ["-q", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", "-p",
-           "no:cacheprovider", "tests/workflow"]
+           "no:cacheprovider", "tests"]
 # Recorded at exit (atexit, and os._exit, which `wscat` calls to skip the interpreter's teardown),
 # by the process that started only: a child forked without exec (tests/workflow/test_bad_input.py
 # runs one as `nobody`) records nothing, and a failed write never stops an exit.
@@ -41,7 +48,10 @@ def _record(*_):
         return
     try:
         with open(os.environ["SUITE_PROCESSES_LOG"], "a") as log:
-            log.write(f"{time.monotonic() - _start:.3f}\\t{chr(32).join(sys.argv)[:300]}\\n")
+            cpu = sum(os.times()[:2])
+            worker = sys.argv == ["-c"] and "xdist" in sys.modules  # pytest-xdist's, via execnet
+            argv = "xdist-worker" if worker else chr(32).join(sys.argv)
+            log.write(f"{time.monotonic() - _start:.3f}\\t{cpu:.3f}\\t{argv[:300]}\\n")
     except (OSError, KeyError):
         pass
 atexit.register(_record)
@@ -57,13 +67,15 @@ os._exit = _fast_exit
 
 def kind(argv: str) -> str:
     """The group of a process: `wscat <command>`, `snakemake` (`-n`: a dry run), `dvc <command>`,
-    or the script's name."""
+    pytest-xdist's workers (recorded as `xdist-worker`), or the script's name."""
     words = argv.split()
     if not words:
         return "python (no argv)"
     program = Path(words[0]).name
+    if program == "xdist-worker":
+        return "pytest's workers (the tests' own work, collection included)"
     if program == "-c":
-        return "python -c (pytest's workers, other one-liners)"
+        return "python -c (one-liners)"
     if program == "__main__.py" and Path(words[0]).parent.name == "pytest" or program == "pytest":
         return "pytest"
     if program in ("wscat", "__main__.py") and len(words) > 1 and "wscat" in words[0]:
@@ -75,14 +87,18 @@ def kind(argv: str) -> str:
     return program
 
 
-def table(records: list[tuple[float, str]]) -> list[str]:
-    """Markdown rows: group, processes, seconds in all, seconds each; the most seconds first."""
-    groups: dict[str, list[float]] = collections.defaultdict(list)
-    for seconds, argv in records:
-        groups[kind(argv)].append(seconds)
-    rows = ["| processes | count | seconds, all | seconds, each |", "|---|---:|---:|---:|"]
-    for name, times in sorted(groups.items(), key=lambda item: -sum(item[1])):
-        rows.append(f"| {name} | {len(times)} | {sum(times):.1f} | {sum(times) / len(times):.2f} |")
+def table(records: list[tuple[float, float, str]]) -> list[str]:
+    """Markdown rows: group, processes, seconds in all, seconds each, CPU seconds in all and each;
+    the most CPU seconds first."""
+    groups: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+    for seconds, cpu, argv in records:
+        groups[kind(argv)].append((seconds, cpu))
+    rows = ["| processes | count | seconds, all | seconds, each | CPU seconds, all | CPU seconds, each |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for name, times in sorted(groups.items(), key=lambda item: -sum(c for _, c in item[1])):
+        wall, cpu = sum(w for w, _ in times), sum(c for _, c in times)
+        rows.append(f"| {name} | {len(times)} | {wall:.1f} | {wall / len(times):.2f} | {cpu:.1f} "
+                    f"| {cpu / len(times):.2f} |")
     return rows
 
 
@@ -97,16 +113,20 @@ def main(argv: list[str] | None = None) -> int:
         log.touch()
         env = {**os.environ, "SUITE_PROCESSES_LOG": str(log),
                "PYTHONPATH": os.pathsep.join(filter(None, [tmp, os.environ.get("PYTHONPATH")]))}
-        start = time.monotonic()
+        start, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run([sys.executable, "-m", "pytest", *pytest_args], cwd=ROOT, env=env)
-        wall = time.monotonic() - start
-        records = [(float(line.split("\t", 1)[0]), line.split("\t", 1)[1])
-                   for line in log.read_text().splitlines() if "\t" in line]
-    records = [r for r in records if kind(r[1]) != "pytest"]  # the run itself
+        wall, after = time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+        records = [(float(fields[0]), float(fields[1]), fields[2])
+                   for fields in (line.split("\t", 2) for line in log.read_text().splitlines())
+                   if len(fields) == 3]
+    run_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    records = [r for r in records if kind(r[2]) != "pytest"]  # the run itself
     lines = [f"# The suite's processes: `pytest {' '.join(pytest_args)}`", "",
              f"{datetime.date.today()}, {_cpu_model()}, pytest's exit status {done.returncode}, "
-             f"{wall:.0f} s wall; {len(records)} processes recorded, their seconds under the "
-             "suite's own load.", "", *table(records), ""]
+             f"{wall:.0f} s wall, {run_cpu:.0f} CPU seconds in all (pytest and every process it "
+             f"started); {len(records)} processes recorded, their seconds under the suite's own "
+             f"load, their CPU seconds {sum(r[1] for r in records):.0f} of the run's.", "",
+             *table(records), ""]
     text = "\n".join(lines)
     print(text)
     if args.out:
