@@ -115,8 +115,8 @@ demo: venv
 	$(DVC_RECORD) digits
 	@echo; cat results/tables/digits.md; echo
 	@echo "make demo: the table is results/tables/digits.md (.tex, .csv beside it), the paired" \
-	    "comparison with WSCAT results/tables/digits-paired.csv; the README's section \"The demo\"" \
-	    "says how to read it"
+	    "comparison with WSCAT results/tables/digits-paired.csv (as a picture: digits-paired.png);" \
+	    "the README's section \"The demo\" says how to read it"
 
 # The robustness curves of the demo's runs (Carlini et al.'s curves beside its table: PGD accuracy
 # against eps and against the steps, the numbers of the gradient-masking checks): after `make demo`

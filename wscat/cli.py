@@ -261,6 +261,10 @@ def _table_arguments(p: argparse.ArgumentParser) -> None:
                    "in Mean and its 95%% interval, Student's t over the seeds widened by a "
                    "test-set bootstrap (docs/evaluation.md)")
     p.add_argument("--paired-tex", type=Path, default=None, help="the same as LaTeX")
+    p.add_argument("--paired-figure", type=Path, default=None, metavar="PATH",
+                   help="the same as a picture, in Mean and on each attack: PATH.pdf and "
+                   "PATH.png (a path without extension; the pipeline's: "
+                   "results/tables/EXPERIMENT-paired)")
     p.add_argument("metrics", type=Path, nargs="+", help="per-(method, seed) metrics JSON files")
 
 
@@ -269,7 +273,7 @@ def _table(args: argparse.Namespace, params: Params) -> None:
 
     table.run(params, experiment=args.experiment, metrics=args.metrics, tex=args.tex,
               csv=args.csv, summary=args.summary, md=args.md, paired_csv=args.paired_csv,
-              paired_tex=args.paired_tex)
+              paired_tex=args.paired_tex, paired_figure=args.paired_figure)
 
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
@@ -555,7 +559,7 @@ def _check_names(params: dict, args: argparse.Namespace) -> None:
 
 
 # Arguments that name files a step writes (`--metrics` is an output of pseudo-label only).
-OUTPUT_ARGS = ("out", "tex", "csv", "summary", "md", "paired_csv", "paired_tex")
+OUTPUT_ARGS = ("out", "tex", "csv", "summary", "md", "paired_csv", "paired_tex", "paired_figure")
 # Arguments that name files or folders a step reads (`--metrics`: an input but to pseudo-label).
 INPUT_ARGS = ("params", "split", "pseudo", "labeler_checkpoint", "checkpoint", "core", "metrics",
               "train_log", "table_csv", "results", "npz")
@@ -574,6 +578,19 @@ DERIVED_OUTPUTS: dict[str, Callable[[Path], list[Path]]] = {
     "paper-figure": lambda out: [out.with_suffix(f".{ext}") for ext in ("pdf", "png", "csv")],
     "robustness-curves": lambda out: [out.with_suffix(f".{ext}") for ext in ("pdf", "png", "csv")],
     "curves": _curves_outputs,
+}
+
+
+def _paired_figure_files(prefix: Path) -> list[Path]:
+    """What `wscat table --paired-figure PATH` writes: PATH.pdf, PATH.png."""
+    from wscat.steps.table import figure_files
+
+    return list(figure_files(prefix).values())
+
+
+# The same for an output argument other than --out: (step, argument) -> what it writes.
+FLAG_DERIVED_OUTPUTS: dict[tuple[str, str], Callable[[Path], list[Path]]] = {
+    ("table", "paired_figure"): _paired_figure_files,
 }
 
 
@@ -596,6 +613,10 @@ def step_outputs(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, P
         out = files.pop("--out")
         files.update({"--out" if path == out else f"--out ({path.name})": path
                       for path in derived(out)})
+    for (step, name), paths_of in FLAG_DERIVED_OUTPUTS.items():
+        if step == args.step and _flag(name) in files:
+            flag = _flag(name)
+            files.update({f"{flag} ({path.name})": path for path in paths_of(files.pop(flag))})
     folders = {"--out-dir": Path(args.out_dir)} if getattr(args, "out_dir", None) else {}
     return files, folders
 

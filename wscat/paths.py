@@ -39,6 +39,8 @@ TABLE_TEX, TABLE_CSV, TABLE_MD = TABLE + ".tex", TABLE + ".csv", TABLE + ".md"
 # The paired comparison against WSCAT: so no experiment's name may end in PAIRED (wscat.config)
 PAIRED = "-paired"
 PAIRED_TEX, PAIRED_CSV = TABLE + PAIRED + ".tex", TABLE + PAIRED + ".csv"
+# ... and as a picture (wscat.report.paired_figure): its numbers are the .csv's and the .md's
+PAIRED_PDF, PAIRED_PNG = TABLE + PAIRED + ".pdf", TABLE + PAIRED + ".png"
 SUMMARY = "results/metrics/{experiment}.json"
 # An experiment's robustness curves (wscat.report.robustness_figure): its runs' PGD accuracy
 # against eps and steps, from their extra metrics files (`wscat robustness-curves`).

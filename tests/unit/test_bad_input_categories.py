@@ -169,8 +169,10 @@ def _pairs() -> list[tuple[str, str, str, str]]:
                          ids=lambda value: str(value))
 def test_an_output_that_is_an_input_is_refused(inputs, capsys, step, out, source, spelling):
     name = f"{source}.bin" if source != "results" else "results"
-    derived = cli.DERIVED_OUTPUTS.get(step) if out == "out" else None
-    if derived is not None:  # --out names what it writes, without their extensions
+    derived = (cli.DERIVED_OUTPUTS.get(step) if out == "out"
+               else cli.FLAG_DERIVED_OUTPUTS.get((step, out)))
+    if derived is not None:  # --out (table's --paired-figure) names what it writes, without
+        # their extensions
         name = str(derived(Path(source))[-1])
         if source == "results":
             (inputs / name).mkdir()

@@ -821,9 +821,10 @@ def test_an_experiments_and_a_tiers_files() -> None:
     fill = paths.fill
     assert [fill(p, experiment="digits") for p in (
         paths.TABLE_TEX, paths.TABLE_CSV, paths.TABLE_MD, paths.PAIRED_TEX, paths.PAIRED_CSV,
-        paths.SUMMARY)] == [
+        paths.PAIRED_PDF, paths.PAIRED_PNG, paths.SUMMARY)] == [
         "results/tables/digits.tex", "results/tables/digits.csv", "results/tables/digits.md",
         "results/tables/digits-paired.tex", "results/tables/digits-paired.csv",
+        "results/tables/digits-paired.pdf", "results/tables/digits-paired.png",
         "results/metrics/digits.json"]
     assert fill(paths.PAPER_COMPARE_TEX, tier="paper", label="Tab-RQ1-CIFAR10") == (
         "results/paper/paper/Tab-RQ1-CIFAR10-vs-paper.tex")

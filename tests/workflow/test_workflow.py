@@ -335,6 +335,9 @@ def test_readme_line_builds_the_table(tiny_run, env: dict[str, str]) -> None:
     adversarial = [display_name(m) for m in methods if m not in ("standard", "mt", "wscat")]
     assert [row["method"] for row in paired] == adversarial
     assert "Paired comparison with WSCAT" in (workdir / "results/tables/digits.md").read_text()
+    # ... and as a picture (tests/unit/test_paired_picture.py: what it plots)
+    assert (workdir / "results/tables/digits-paired.png").read_bytes()[:4] == b"\x89PNG"
+    assert (workdir / "results/tables/digits-paired.pdf").read_bytes()[:5] == b"%PDF-"
     summary = json.loads((workdir / "results/metrics/digits.json").read_text())
     assert sorted(summary) == sorted(methods)
 
@@ -515,7 +518,8 @@ def test_a_fresh_clone_of_committed_tables_says_how_to_build_its_runs(tmp_path: 
     workdir = copy_workflow(tmp_path, tiny_params())
     tables = workdir / "results/tables"
     tables.mkdir(parents=True)
-    for name in ("digits.tex", "digits.csv", "digits.md", "digits-paired.csv", "digits-paired.tex"):
+    for name in ("digits.tex", "digits.csv", "digits.md", "digits-paired.csv", "digits-paired.tex",
+                 "digits-paired.pdf", "digits-paired.png"):  # docs/workflow.md's `git add`
         (tables / name).write_text("committed\n")
     target = "results/tables/digits.tex"
     dry = run([str(BIN / "snakemake"), "-n", "--", target], workdir, env)

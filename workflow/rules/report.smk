@@ -1,6 +1,7 @@
 rule table:
     """One experiment's table: seeds aggregated per method, as LaTeX, long CSV and Markdown, the
-    per-method summary JSON and the paired comparison against the reference (-paired.csv/.tex)."""
+    per-method summary JSON and the paired comparison against the reference (-paired.csv/.tex,
+    and as a picture, -paired.pdf/.png: in Mean and on each attack)."""
     input:
         get_experiment_metrics,
     output:
@@ -20,6 +21,13 @@ rule table:
             labels={"experiment": "{experiment}", "kind": "paired comparison"},
         ),
         paired_tex=paths.PAIRED_TEX,
+        paired_pdf=paths.PAIRED_PDF,
+        paired_png=report(
+            paths.PAIRED_PNG,
+            caption="../report/paired_figure.rst",
+            category="Tables",
+            labels={"experiment": "{experiment}", "kind": "paired comparison, as a picture"},
+        ),
     log:
         paths.log("table", "{experiment}"),
     benchmark:
@@ -31,11 +39,12 @@ rule table:
         params_file=PARAMS,
         experiment=get_table_params,
         rebuild=get_table_rebuild,
+        paired_figure=lambda wildcards, output: output.paired_pdf[: -len(".pdf")],
     shell:
         "wscat table --params {params.params_file} --experiment {wildcards.experiment}"
         " --tex {output.tex} --csv {output.csv} --summary {output.summary} --md {output.md}"
         " --paired-csv {output.paired_csv} --paired-tex {output.paired_tex}"
-        " {input} > {log} 2>&1"
+        " --paired-figure {params.paired_figure} {input} > {log} 2>&1"
 
 
 rule curves:

@@ -44,18 +44,26 @@ def save(fig: plt.Figure, prefix: Path, table: list[dict[str, Any]] | None = Non
     try:
         check_writable(*files.values())
         with contextlib.ExitStack() as stack:
-            tmp = {ext: stack.enter_context(atomic_path(path)) for ext, path in files.items()}
-            for ext in ("pdf", "png"):
-                fig.savefig(tmp[ext], format=ext, dpi=150, bbox_inches="tight",
-                            metadata={"CreationDate": None} if ext == "pdf" else None)
-            if table:
-                out = io.StringIO()
-                writer = csv.DictWriter(out, fieldnames=list(table[0]), lineterminator="\n")
-                writer.writeheader()
-                writer.writerows(table)
-                tmp["csv"].write_text(out.getvalue())
+            render(fig, {ext: stack.enter_context(atomic_path(path))
+                         for ext, path in files.items()}, table)
     finally:
         plt.close(fig)
+
+
+def render(fig: plt.Figure, tmp: dict[str, Path], table: list[dict[str, Any]] | None = None
+           ) -> None:
+    """The figure into tmp["pdf"] and tmp["png"] (a PDF without a creation date: the same bytes
+    each time), and `table` into tmp["csv"] where it is given; the caller moves them into place
+    (`save`, or `wscat.report.table.write_table` beside a table's own files)."""
+    for ext in ("pdf", "png"):
+        fig.savefig(tmp[ext], format=ext, dpi=150, bbox_inches="tight",
+                    metadata={"CreationDate": None} if ext == "pdf" else None)
+    if table and "csv" in tmp:
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(table[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(table)
+        tmp["csv"].write_text(out.getvalue())
 
 
 def key_below(ax: plt.Axes, *, drop: float = 0.2, ncol: int = 5, **legend: Any) -> None:

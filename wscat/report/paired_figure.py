@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -14,11 +15,13 @@ PANELS = (*ATTACKS, "Mean")
 NO_INTERVAL = "No interval (one seed, or no usable per-image flags)."  # paired.without_interval
 
 
-def rows(by_attack: pd.DataFrame, mean: pd.DataFrame,
+def rows(by_attack: pd.DataFrame | None, mean: pd.DataFrame,
          paper_gaps: Mapping[tuple[str, str], float], names: Mapping[str, str]) -> list[dict]:
     """What the figure plots, one row per (column, method), in the panels' order: ours (the
-    paired difference and its interval; none with one seed) and the paper's difference."""
-    frame = pd.concat([by_attack, mean.assign(column="Mean")], ignore_index=True)
+    paired difference and its interval; none with one seed) and the paper's difference. No
+    `by_attack` (no per-image flags to resample): the Mean's rows alone."""
+    frame = pd.concat([mean.assign(column="Mean")] if by_attack is None
+                      else [by_attack, mean.assign(column="Mean")], ignore_index=True)
     out = []
     for column in PANELS:
         for _, row in frame[frame["column"] == column].iterrows():
@@ -46,7 +49,17 @@ def paired_figure(plotted: list[dict], prefix: Path, *, reference: str = "WSCAT"
     """prefix.pdf, .png and .csv (the numbers plotted): one panel per column, a row per method;
     the point is ours (filled where the interval excludes 0), the bar its interval, x the
     paper's difference."""
-    from wscat.report.figures import plt, save
+    from wscat.report.figures import save
+
+    save(draw(plotted, reference=reference, paper_note=paper_note), prefix, plotted)
+
+
+def draw(plotted: list[dict], *, reference: str = "WSCAT", paper_note: str = "",
+         empty: str = "") -> Any:
+    """The figure of `paired_figure` (a matplotlib Figure, for the caller to save); with no row
+    to plot, its panels stay empty and `empty` says why in the title. The title names the
+    paper's marks only where a row has one (an experiment's own table has none)."""
+    from wscat.report.figures import plt
 
     methods = list(dict.fromkeys(row["method"] for row in plotted))
     cells = {(row["column"], row["method"]): row for row in plotted}
@@ -66,11 +79,13 @@ def paired_figure(plotted: list[dict], prefix: Path, *, reference: str = "WSCAT"
                 ax.plot(row["paper_difference"], y, "x", color="tab:red", markersize=7)
         ax.set_title(column)
         ax.set_yticks(range(len(methods)), methods)
-        ax.set_ylim(len(methods) - 0.5, -0.5)
+        ax.set_ylim(max(len(methods), 1) - 0.5, -0.5)  # one empty row where none
         ax.set_xlabel(f"method − {reference} (points)")
         ax.grid(axis="x", color="0.9")
+    papers = (" and the paper's (x)" if any(row["paper_difference"] is not None
+                                            for row in plotted) else "")
     fig.suptitle(f"Difference from {reference}: ours (o, 95% paired interval; filled where it "
-                 f"excludes 0) and the paper's (x){paper_note}\n{joint_note(plotted)}",
-                 fontsize=9)
+                 f"excludes 0){papers}{paper_note}\n"
+                 f"{empty if empty and not plotted else joint_note(plotted)}", fontsize=9)
     fig.tight_layout()
-    save(fig, prefix, plotted)
+    return fig

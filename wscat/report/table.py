@@ -2,17 +2,19 @@
 seeds -> .tex/.csv/.json."""
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import numpy as np
 import pandas as pd
 
 from wscat.config import falls_short, reach
-from wscat.io import json_text, write_texts
+from wscat.io import atomic_path, json_text, write_texts
 from wscat.metrics import ATTACKS, harmonic_mean, is_percent
 from wscat.report.cells import (EXTRA_METRICS, METRICS, bold_caption, bold_leads, latex_escape,
                                 row_name, shown, shown_cells, tex_cell)
@@ -439,10 +441,13 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
                 tex_path: Path, csv_path: Path, summary_path: Path,
                 notes: Sequence[str] = (), md_path: Path | None = None,
                 paired_csv_path: Path | None = None, paired_tex_path: Path | None = None,
+                paired_figure_files: Mapping[str, Path] | None = None,
                 reference: str = "wscat") -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
     """Build one experiment's table: the .tex, the long .csv (as reported.csv, plus n_seeds), the
     summary JSON, and optionally its Markdown twin and the paired comparison against `reference`
-    (`wscat.report.paired`: .csv, .tex, and a section of the Markdown twin).
+    (`wscat.report.paired`: .csv, .tex, a section of the Markdown twin, and as a picture:
+    `paired_figure_files`, its "pdf" and "png", `wscat.report.paired_figure`'s forest plot of
+    each method's difference in Mean and on each attack, the numbers those of the .csv and .md).
 
     Everything is read and rendered before the first file is written, so a failure writes nothing.
     Returns the paired comparison (in Mean, and on each attack alone) where it was computed.
@@ -470,9 +475,12 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
         means[row.method][row.metric] = round(float(row.mean), 4)
     outputs = {tex_path: tex, csv_path: csv}
     compared = None
-    if md_path or paired_csv_path or paired_tex_path:
+    figure = None
+    if md_path or paired_csv_path or paired_tex_path or paired_figure_files:
         compared = comparison, by_attack = _paired_comparison(runs, methods, adversarial,
                                                               reference)
+        if paired_figure_files:
+            figure = _paired_picture(comparison, by_attack, display_names, reference)
         if md_path:
             outputs[md_path] = "\n".join(filter(None, [
                 markdown.table_markdown(summary, methods=methods, display_names=display_names,
@@ -485,5 +493,26 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
             outputs[paired_tex_path] = markdown.paired_tex(comparison, display_names,
                                                            label=f"Tab-paired-{experiment}",
                                                            reference=reference)
-    write_texts({**outputs, summary_path: json_text(means)})  # all of them or none
+    with contextlib.ExitStack() as stack:  # the figure's files move into place with the texts
+        if figure is not None:
+            from wscat.report.figures import plt, render
+
+            stack.callback(plt.close, figure)
+            render(figure, {ext: stack.enter_context(atomic_path(path))
+                            for ext, path in paired_figure_files.items()})
+        write_texts({**outputs, summary_path: json_text(means)})  # all of them or none
     return compared
+
+
+def _paired_picture(comparison: pd.DataFrame, by_attack: pd.DataFrame | None,
+                    display_names: Mapping[str, str], reference: str) -> Any:
+    """The paired comparison as a forest plot (`wscat.report.paired_figure.draw`), or, where the
+    experiment has no `reference`, empty panels whose title says so."""
+    from wscat.report import paired_figure
+    from wscat.report.names import display_name
+
+    plotted = paired_figure.rows(by_attack, comparison, {}, display_names)
+    name = display_names.get(reference, display_name(reference))
+    return paired_figure.draw(plotted, reference=name, empty=(
+        f"No paired comparison: {name} is not among the experiment's methods "
+        "(experiments.NAME.reference names another)." if comparison.empty else ""))

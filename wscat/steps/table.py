@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 
 def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Path, csv: Path,
         summary: Path, md: Path | None = None, paired_csv: Path | None = None,
-        paired_tex: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
+        paired_tex: Path | None = None, paired_figure: Path | None = None
+        ) -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
     """Render experiment `experiment` of params.yaml from `metrics`; the paired comparison
-    (`wscat.report.table.write_table`) where one of its outputs was asked for."""
+    (`wscat.report.table.write_table`) where one of its outputs was asked for; `paired_figure`:
+    a path without extension, its picture goes to PATH.pdf and PATH.png."""
     if experiment not in params["experiments"]:
         raise ConfigError(f"unknown experiment '{experiment}'; configured: "
                           f"{', '.join(params['experiments'])}")
@@ -34,7 +36,8 @@ def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Pa
                           + (f"the paper tier's tables ({', '.join(tiers)}): build those"
                              if tiers else "no table; set `table: true` to give it one"))
     reference = spec.get("reference", paired.REFERENCE)
-    if (paired_csv or paired_tex) and reference not in spec["methods"]:
+    figure = figure_files(paired_figure) if paired_figure else None
+    if (paired_csv or paired_tex or figure) and reference not in spec["methods"]:
         # The pipeline asks every table for them, so they are written, with no row; said here.
         print(f"no paired comparison: experiment '{experiment}' has no "
               f"{display_name(reference)} (its methods: {', '.join(spec['methods'])}); "
@@ -42,7 +45,9 @@ def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Pa
               f"experiments.{experiment}.reference")
     guard_outputs({"metrics file": metrics},
                   {"--tex": tex, "--csv": csv, "--summary": summary, "--md": md,
-                   "--paired-csv": paired_csv, "--paired-tex": paired_tex})
+                   "--paired-csv": paired_csv, "--paired-tex": paired_tex,
+                   **{f"--paired-figure ({path.name})": path
+                      for path in (figure or {}).values()}})
     methods = spec["methods"]
     check_training(params, metrics, experiment=experiment)
     return write_table(experiment=experiment, dataset=spec["dataset"],
@@ -52,7 +57,13 @@ def run(params: dict[str, Any], *, experiment: str, metrics: list[Path], tex: Pa
                        tex_path=tex, csv_path=csv, summary_path=summary,
                        notes=table_notes(params, spec["dataset"], methods), md_path=md,
                        paired_csv_path=paired_csv, paired_tex_path=paired_tex,
-                       reference=reference)
+                       paired_figure_files=figure, reference=reference)
+
+
+def figure_files(prefix: Path) -> dict[str, Path]:
+    """The files of `--paired-figure PREFIX`: PREFIX.pdf and PREFIX.png (a dot in the name stays:
+    `results/tables/v1.2-paired` gives `v1.2-paired.pdf`)."""
+    return {ext: Path(f"{prefix}.{ext}") for ext in ("pdf", "png")}
 
 
 def table_notes(params: dict[str, Any], dataset: str, methods: list[str]) -> list[str]:
