@@ -84,7 +84,8 @@ def draw(plotted: list[dict], *, reference: str = "WSCAT", paper_note: str = "",
         ax.grid(axis="x", color="0.9")
     papers = (" and the paper's (x)" if any(row["paper_difference"] is not None
                                             for row in plotted) else "")
-    fig.suptitle(f"Difference from {reference}: ours (o, 95% paired interval; filled where it "
+    ours = ": ours (o" if papers else " (o"  # "ours" only beside the paper's
+    fig.suptitle(f"Difference from {reference}{ours}, 95% paired interval; filled where it "
                  f"excludes 0){papers}{paper_note}\n"
                  f"{empty if empty and not plotted else joint_note(plotted)}", fontsize=9)
     fig.tight_layout()
