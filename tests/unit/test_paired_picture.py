@@ -118,7 +118,7 @@ def test_without_the_reference_the_picture_says_so(tmp_path: Path, capsys, monke
     assert (tmp_path / "mini-paired.pdf").exists() and (tmp_path / "mini-paired.png").exists()
     (title,) = titles
     assert title.endswith("\nNo paired comparison: WSCAT is not among the experiment's methods "
-                          "(experiments.NAME.reference names another).")
+                          "(experiments.mini.reference names another).")
     assert "the paper's (x)" not in title  # no paper marks on an experiment's own table
     assert title.startswith("Difference from WSCAT (o, 95% paired interval; filled where it "
                             "excludes 0)\n")

@@ -480,7 +480,8 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
         compared = comparison, by_attack = _paired_comparison(runs, methods, adversarial,
                                                               reference)
         if paired_figure_files:
-            figure = _paired_picture(comparison, by_attack, display_names, reference)
+            figure = _paired_picture(comparison, by_attack, display_names, reference,
+                                     experiment)
         if md_path:
             outputs[md_path] = "\n".join(filter(None, [
                 markdown.table_markdown(summary, methods=methods, display_names=display_names,
@@ -505,7 +506,7 @@ def write_table(*, experiment: str, dataset: str, model: str, metrics_files: lis
 
 
 def _paired_picture(comparison: pd.DataFrame, by_attack: pd.DataFrame | None,
-                    display_names: Mapping[str, str], reference: str) -> Any:
+                    display_names: Mapping[str, str], reference: str, experiment: str) -> Any:
     """The paired comparison as a forest plot (`wscat.report.paired_figure.draw`), or, where the
     experiment has no `reference`, empty panels whose title says so."""
     from wscat.report import paired_figure
@@ -515,4 +516,4 @@ def _paired_picture(comparison: pd.DataFrame, by_attack: pd.DataFrame | None,
     name = display_names.get(reference, display_name(reference))
     return paired_figure.draw(plotted, reference=name, empty=(
         f"No paired comparison: {name} is not among the experiment's methods "
-        "(experiments.NAME.reference names another)." if comparison.empty else ""))
+        f"(experiments.{experiment}.reference names another)." if comparison.empty else ""))
