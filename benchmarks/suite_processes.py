@@ -2,8 +2,8 @@
 (Snakemake, its `wscat` jobs, dvc, the scripts), grouped by command, with its count, its
 seconds from start to exit and the CPU seconds it used itself (user + system, its children not
 counted: a Snakemake's own work, not its jobs'), beside the whole run's CPU seconds (every
-process, Python or not: git, make, the shell; `RUSAGE_CHILDREN`, so a process counts once it
-was waited for, as every test's are). Where CI's time goes beyond what `--durations`
+process, Python or not: git, make, the shell; `RUSAGE_CHILDREN`: a process counts once its
+parent waited for it, so a daemon left running does not). Where CI's time goes beyond what `--durations`
 says of each test: a pipeline test's seconds are mostly its jobs', and a tiny job's mostly its
 imports.
 
