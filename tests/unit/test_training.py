@@ -54,7 +54,16 @@ def test_unlabelled_true_labels_never_reach_a_loss(tmp_path, setting, method):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_killed_training_resumes_exactly(tmp_path, setting, monkeypatch):
+def _logged_rows(err: str) -> list[str]:
+    """The epoch rows a training printed to a stderr that is not a terminal (a job's log)."""
+    return [line for line in err.splitlines() if line.startswith("epoch=")]
+
+
+def _timeless(row: str) -> str:
+    return " ".join(part for part in row.split(" | ")[0].split() if not part.startswith("seconds="))
+
+
+def test_killed_training_resumes_exactly(tmp_path, setting, monkeypatch, capsys):
     params, source, split = setting
     params = tiny_params(epochs=3)
     # The EMA averages from epoch 1 on, so the kill after epoch 2 falls where it holds its own
@@ -63,7 +72,9 @@ def test_killed_training_resumes_exactly(tmp_path, setting, monkeypatch):
     params["training"]["digits"]["ema_warmup_epochs"] = 0.5
     run = _run(params, "trades")
     data = training_data(source, split, "labelled", None)
+    capsys.readouterr()
     train(run, data, tmp_path / "straight")
+    straight_log = _logged_rows(capsys.readouterr().err)
 
     real_save, saves = trainer_module.save_checkpoint, []
 
@@ -79,8 +90,17 @@ def test_killed_training_resumes_exactly(tmp_path, setting, monkeypatch):
         train(run, data, tmp_path / "killed")
     assert (tmp_path / "killed" / "resume" / "last.pt").is_file()
     assert not (tmp_path / "killed" / "last.pt").exists()
+    killed_log = _logged_rows(capsys.readouterr().err)  # epoch 2 died before its line
     monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
     train(run, data, tmp_path / "killed")
+    # The rerun's log (which Snakemake's `>` began afresh) holds every epoch: those done before
+    # the kill as resume/last.pt recorded them, the first as the killed run printed it.
+    resumed_log = _logged_rows(capsys.readouterr().err)
+    assert [_timeless(r) for r in resumed_log] == [_timeless(r) for r in straight_log]
+    assert len(resumed_log) == 3 and len(killed_log) == 1
+    assert resumed_log[0].split(" | ")[0] == killed_log[0].split(" | ")[0]
+    assert [r.split(" | ")[1] for r in resumed_log[:2]] == [
+        "1/3 epochs, from resume/last.pt", "2/3 epochs, from resume/last.pt"]
     straight, resumed = load_checkpoint(tmp_path / "straight" / "last.pt"), load_checkpoint(
         tmp_path / "killed" / "last.pt")
     for key in ("model", "ema"):

@@ -419,6 +419,10 @@ def test_tiny_target_on_a_real_slurm_cluster(slurm_cluster, tmp_path: Path,
     assert states[killed]["state"] == "CANCELLED", states
     log = (remote / "results/logs/train/digits/cnn/wscat/seed1.log").read_text()
     assert "resuming wscat seed 1 from epoch" in log, log[-2000:]
+    # the retry's log holds all four epochs once each, those before the kill from its checkpoint
+    epochs = [line.split()[0] for line in log.splitlines() if line.startswith("epoch=")]
+    assert epochs == [f"epoch={n}" for n in range(1, 5)], log[-2000:]
+    assert "1/4 epochs, from resume/last.pt" in log, log[-2000:]
     assert log.startswith("device: cpu, ") and "--device auto" not in log.splitlines()[0], log[:300]
     local_train = (local / "results/logs/train/digits/cnn/wscat/seed1.log").read_text()
     assert "(--device auto: no CUDA device here)" in local_train.splitlines()[0]  # the contrast

@@ -255,7 +255,8 @@ def _build(run: RunConfig, data: TrainingData, device: torch.device,
 
 def _resume(training: _Training, resume_dir: Path, run: RunConfig, device: torch.device) -> None:
     """Continue from resume/last.pt when the same params made it and its best epoch's checkpoint
-    is at hand (`run_folder.best_at_hand`); otherwise start afresh."""
+    is at hand (`run_folder.best_at_hand`); otherwise start afresh. Into a job's log (stderr
+    not a terminal), which the rerun began afresh, it prints the epochs done again first."""
     if not (resume_dir / "last.pt").is_file():
         return
     state = load_checkpoint(resume_dir / "last.pt", map_location=device)
@@ -286,6 +287,10 @@ def _resume(training: _Training, resume_dir: Path, run: RunConfig, device: torch
     training.epoch, training.best = state["epoch"] + 1, state["best"]
     training.history = state["history"]
     print(f"resuming {run.method} seed {run.seed} from epoch {training.epoch}", file=sys.stderr)
+    if not sys.stderr.isatty():  # a job's log, which its rerun began afresh: the epochs done
+        for row in training.history:
+            print(f"{_row_text(row)} | {row['epoch']}/{run.training['epochs']} epochs, from "
+                  "resume/last.pt", file=sys.stderr)
     record, changed = threads.resumed_record(state["meta"].get(threads.KEY), training.epoch,
                                              device, f"{run.method} seed {run.seed}")
     training.meta.pop(threads.KEY, None)
@@ -372,11 +377,16 @@ def _select_and_save(training: _Training, row: dict[str, Any], run: RunConfig,
         "history": training.history, "meta": training.meta})
 
 
+def _row_text(row: dict[str, Any]) -> str:
+    """An epoch's row as `key=value` pairs, its learning rate to 4 significant digits."""
+    return " ".join(f"{k}={v:.4g}" if k == "lr" else f"{k}={v}" for k, v in row.items())
+
+
 def _show(bar: Any, row: dict[str, Any], total: int, times: list[float]) -> None:
     """An epoch's row on the progress bar, or as a log line when stderr is not a terminal (a job's
     log): the row (its learning rate to 4 significant digits; train_log.csv and the curves keep
     it exact), then how far the run is and about how long it has left (wscat.progress)."""
-    message = " ".join(f"{k}={v:.4g}" if k == "lr" else f"{k}={v}" for k, v in row.items())
+    message = _row_text(row)
     if bar.disable:
         print(f"{message} | {progress(row['epoch'], total, 'epochs', times)}", file=sys.stderr,
               flush=True)
