@@ -219,17 +219,26 @@ NON_EMPTY = ("labelled", "validation", "test")
 
 
 def check_split_fits(split: Split, n_images: int, path: str | Path) -> None:
-    """Refuse a split whose indices fall outside a dataset of `n_images`, or whose training
-    parts overlap its test part."""
+    """Refuse a split whose indices fall outside a dataset of `n_images`, that names an image
+    twice in one part, or whose parts share images: the training parts with the test part (the
+    metrics would be measured on trained images), and among themselves (best.pt chosen on
+    trained images; pseudo-labels made for labelled ones), as `make_split`'s never do."""
     for part in PARTS:
         indices = getattr(split, part)
         if len(indices) and (indices.min() < 0 or indices.max() >= n_images):
             raise ValueError(f"{path}: `{part}` holds indices outside 0..{n_images - 1} of dataset "
                              f"'{split.dataset}'; it was made for another dataset: delete it and "
                              "rerun `wscat split`")
-    for part in ("labelled", "unlabelled", "validation"):
-        if len(np.intersect1d(getattr(split, part), split.test)):
-            raise ValueError(f"{path}: `{part}` shares images with `test`; delete it and rerun "
+    for part in PARTS:
+        values, counts = np.unique(getattr(split, part), return_counts=True)
+        if len(values) and counts.max() > 1:
+            raise ValueError(f"{path}: `{part}` holds image {values[counts.argmax()]} more than "
+                             "once; delete it and rerun `wscat split`")
+    pairs = [(part, "test") for part in PARTS[:3]] + [
+        ("labelled", "unlabelled"), ("labelled", "validation"), ("unlabelled", "validation")]
+    for part, other in pairs:
+        if len(np.intersect1d(getattr(split, part), getattr(split, other))):
+            raise ValueError(f"{path}: `{part}` shares images with `{other}`; delete it and rerun "
                              "`wscat split`")
 
 
