@@ -120,14 +120,17 @@ def test_shown_cells_bolds_only_the_named_lead_at_the_highest_printed_mean():
                    for _, _, bold in row)
 
 
-@pytest.mark.parametrize("d, odd", [([1.0, 1.5, -20.0], 2), ([0.5, -25.0, 1.0], 1),
-                                    ([1.0, 4.0, -2.0], None), ([1.0, 1.0, -7.0], 2),
-                                    ([1.0, 1.0, -4.0], None), ([1.0, -20.0], None)])
-def test_a_seed_apart(d: list[float], odd: int | None):
-    """Apart: farther from the other seeds' mean than 4 x the larger of their range and 3 x a
-    seed's standard error over the test images (0.5 here, so at least 4 x 1.5 = 6 points): 8
-    points off two equal seeds is apart, 5 is not, nor is a normal spread, nor two seeds."""
-    d_boot = np.random.default_rng(0).normal(scale=0.5, size=(4000, len(d)))
+@pytest.mark.parametrize("d, se, odd", [
+    ([1.0, 1.0, -16.0], 0.5, 2), ([1.0, -16.0, 1.0], 0.5, 1),  # 17 off: past the 4 x 4 points
+    ([1.0, 1.0, -14.0], 0.5, None),  # 15 off: within 4 x 4 points (3 x 0.5 is less)
+    ([1.0, 1.0, -25.0], 2.0, 2), ([1.0, 1.0, -22.0], 2.0, None),  # 4 x 3 x 2 = 24 points
+    ([3.0, -3.0, 30.0], 0.5, 2), ([5.0, -5.0, 35.0], 0.5, None),  # 4 x range: 24, 40 points
+    ([1.0, 4.0, -2.0], 0.5, None), ([1.0, -20.0], 0.5, None)])
+def test_a_seed_apart(d: list[float], se: float, odd: int | None):
+    """Apart: farther from the other seeds' mean than 4 x the largest of their range, 3 x a
+    seed's standard error over the test images (`se`, from the bootstrap draws) and 4 points:
+    each of the three decides where it is the largest; a normal spread or two seeds never."""
+    d_boot = np.random.default_rng(0).normal(scale=se, size=(4000, len(d)))
     assert apart(np.array(d), d_boot) == odd
 
 

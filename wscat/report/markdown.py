@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from wscat.report.paired import APART_RATIO, APART_SE, has_interval, t_quantile, verdict
+from wscat.report.paired import (APART_POINTS, APART_RATIO, APART_SE, has_interval, t_quantile,
+                                 verdict)
 from wscat.report.cells import latex_escape, row_name, shown_cells
 from wscat.report.names import display_name
 
@@ -101,8 +102,9 @@ def how_to_read(first: Mapping, reference: str, compared: int = 1, apart: bool =
             "Δ comes from the unrounded accuracies, so it can differ by 0.01 from the difference "
             "of two rounded means."
             + (f" 'Seed s apart': that seed's difference lies farther from the other seeds' mean "
-               f"than {APART_RATIO:g} times the larger of their range and {APART_SE:g} standard "
-               "errors of one seed's difference over the test images (a collapsed seed?)."
+               f"than {APART_RATIO:g} times the largest of their range, {APART_SE:g} standard "
+               f"errors of one seed's difference over the test images and {APART_POINTS:g} "
+               "points (a collapsed seed?)."
                if apart else "") + _joint(compared, reference))
 
 
