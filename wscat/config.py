@@ -146,7 +146,8 @@ def _check_paper_objectives(params: dict[str, Any], where: str, tier: dict[str, 
     """What the figures need of their methods, refused at load rather than in their jobs:
     Fig-beta sweeps a method that has a beta (TRADES has none: its sweep would rerun it
     unchanged, and the figure's own point be a KeyError); Fig-similarity attacks with the
-    projection heads of a WSCAT model, the AEs of TRADES-, RLFAT- or WSCAT-type methods."""
+    projection heads of a WSCAT model, the AEs of TRADES-, RLFAT- or WSCAT-type methods (no
+    WSCAT whose positives are labels: the test images it attacks have none)."""
     def objective(name: str) -> Any:
         return method_for(params, name).get("objective")
 
@@ -167,6 +168,16 @@ def _check_paper_objectives(params: dict[str, Any], where: str, tier: dict[str, 
             raise ConfigError(f"{source}: {where}.similarity.methods: '{method}' (objective "
                               f"{objective(method)}) makes no AE Fig-similarity compares; name "
                               f"methods of objective {', '.join(SIMILARITY_OBJECTIVES)}")
+    # The analysis attacks test images, which carry no (pseudo-)labels: a WSCAT whose positives
+    # are labels would silently make WSCAT-self's AE (each image its own class).
+    for key, names in (("model", [similarity.get("model")]),
+                       ("methods", similarity.get("methods", []))):
+        for method in names:
+            if method is not None and method_for(params, method).get("positives") == "labels":
+                raise ConfigError(f"{source}: {where}.similarity.{key}: '{method}' takes its "
+                                  "positives from labels (positives: labels), which the test "
+                                  "images it attacks do not have; name a method whose positives "
+                                  "are predicted or self")
 
 def _unknown(source: str, where: str, kind: str, name: Any, known: Iterable[str]) -> ConfigError:
     """The refusal of a name `where` uses that no entry of its section has, listing those."""

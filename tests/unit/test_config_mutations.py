@@ -635,6 +635,11 @@ def test_a_variant_with_a_knob_its_base_s_objective_does_not_take_is_refused() -
      "paper.digits.similarity.model: unknown method 'nope'; known methods:"),
     (lambda tier: tier["similarity"].update(methods=["trades", "mt"]),
      "paper.digits.similarity.methods: 'mt' (objective mean_teacher) makes no AE"),
+    # passed, and silently attacked with WSCAT-self's l_con (no labels on the test images)
+    (lambda tier: tier["similarity"].update(model="wscat-fixed"),
+     "paper.digits.similarity.model: 'wscat-fixed' takes its positives from labels"),
+    (lambda tier: tier["similarity"].update(methods=["trades", "wscat-fixed"]),
+     "paper.digits.similarity.methods: 'wscat-fixed' takes its positives from labels"),
 ])
 def test_a_figure_s_method_that_cannot_make_it_is_refused_at_load(edit, says: str) -> None:
     params = params_yaml()
