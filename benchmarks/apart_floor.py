@@ -8,8 +8,8 @@ so the rule flags ever more rows whose seeds are merely normal: 0.1% at seed sd 
 359 test images, a third on CIFAR's 10,000. The rule of the choice (stated after a first look
 at these rates in scratch runs of the same simulation, so the rule is not blind to them): the
 smallest candidate floor at which, on every size, each normal shape (sd 3, sd 5, t3 tails) trips
-it at most one point above its rate on 359 images with no floor, so that a flag means about the
-same at every size. The same evaluations as
+it at most one point above its rate on the smallest size given (the demo's 359 images) with no
+floor, so that a flag means about the same at every size. The same evaluations as
 `benchmarks/paired_null.py --shapes` (its population, its shapes, a true gap of 0), with
 `paired.apart` itself called at each floor.
 
@@ -71,6 +71,20 @@ def rates(images: int, repeats: int) -> dict[str, dict[float, float]]:
     return out
 
 
+NORMAL = SHAPES[:3]  # the shapes with no collapse: what the floor must not flag more often
+SLACK = 1.0  # points a normal shape may trip above its rate on the smallest size, no floor
+
+
+def choose(found: dict[int, dict[str, dict[float, float]]]) -> float | None:
+    """The rule (module docstring): the smallest floor at which, on every size, each normal
+    shape trips at most SLACK points above its rate on the smallest size with no floor; None
+    where no candidate does."""
+    smallest = found[min(found)]
+    return next((floor for floor in FLOORS
+                 if all(table[shape][floor] <= smallest[shape][FLOORS[0]] + SLACK
+                        for table in found.values() for shape in NORMAL)), None)
+
+
 def page(command: str, found: dict[int, dict[str, dict[float, float]]], repeats: int,
          seconds: float) -> str:
     """The Markdown page: a table per test-set size, a column per floor."""
@@ -89,6 +103,11 @@ def page(command: str, found: dict[int, dict[str, dict[float, float]]], repeats:
         lines += [f"| {shape} | " + " | ".join(f"{table[shape][f]:.2f}" for f in FLOORS) + " |"
                   for shape in SHAPES]
         lines.append("")
+    chosen = choose(found)
+    lines.append(f"The rule picks: **floor {chosen:g}**" if chosen is not None else
+                 "The rule picks: no candidate (every floor tried flags normal seeds too often)")
+    lines.append(f"(`paired.APART_POINTS` is {APART_POINTS:g}"
+                 + (")." if chosen == APART_POINTS else ": not what the rule picks here).") + "\n")
     return "\n".join(lines)
 
 
