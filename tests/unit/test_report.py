@@ -381,6 +381,20 @@ def test_the_aa_paper_note_says_what_its_manifest_ran(order, says) -> None:
     assert says in note and "10 iterations" in note
 
 
+def test_the_nrf_note_names_the_feature_maps_its_manifests_attacked() -> None:
+    """The layer comes from the manifests (`evaluation.nrf.layer` may be `last` or a name): the
+    note used to say "a middle feature map" whatever ran; a table over two models names both."""
+    from wscat.report.table import _attack_notes
+
+    def data(layer: str) -> dict:
+        return {"manifest": {"attacks": {"NRF": {"layer": layer}}}}
+
+    (note,) = _attack_notes([data("features.3"), data("features.3")], ["NRF"])
+    assert "feature map features.3 (evaluation.nrf.layer;" in note and "middle" not in note
+    (note,) = _attack_notes([data("features.5"), data("features.2")], ["NRF"])
+    assert "feature map features.2, features.5 (" in note
+
+
 def _set_accuracy(path: Path, metric: str, value: object) -> None:
     """Overwrite one accuracy of a metrics file."""
     data = json.loads(path.read_text())

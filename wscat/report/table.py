@@ -287,8 +287,11 @@ def _attack_notes(datas: list[dict], extras: list[str]) -> list[str]:
                      f"(10 iterations of APGD, APGD-T and FAB, n_classes - 1 targets{square}); "
                      "the paper's AA numbers come from it.")
     if "NRF" in extras:
-        notes.append("NRF: PGD on the CW margin with the gradient of the non-robust channels of a "
-                     "middle feature map (information-bottleneck search, Kim et al. 2021).")
+        layers = sorted({((d.get("manifest") or {}).get("attacks") or {}).get("NRF", {}).get("layer")
+                         or "?" for d in datas})  # several where a table spans models (tab-sup)
+        notes.append("NRF: PGD on the CW margin with the gradient of the non-robust channels of "
+                     f"feature map {', '.join(layers)} (evaluation.nrf.layer; "
+                     "information-bottleneck search, Kim et al. 2021).")
     return notes
 
 
