@@ -44,8 +44,17 @@ FLOORS = (0.0, 3.0, 4.0, 5.0, 6.0)
 
 def differences(shape: str, images: int, repeats: int, *, n_bootstrap: int = 200,
                 seed: int = 0, chunk: int = 250) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(d, d_boot) of `repeats` simulated rows: paired_null's draws on `images` test images."""
-    paired_null.N_IMAGES = images
+    """(d, d_boot) of `repeats` simulated rows: paired_null's draws on `images` test images
+    (paired_null.N_IMAGES is set for the draws and put back after, so nothing else sees it)."""
+    kept, paired_null.N_IMAGES = paired_null.N_IMAGES, images
+    try:
+        return _differences(shape, images, repeats, n_bootstrap, seed, chunk)
+    finally:
+        paired_null.N_IMAGES = kept
+
+
+def _differences(shape: str, images: int, repeats: int, n_bootstrap: int, seed: int,
+                 chunk: int) -> list[tuple[np.ndarray, np.ndarray]]:
     draw, rng, rows = paired_null.SHAPES[shape], np.random.default_rng(seed), []
     for start in range(0, repeats, chunk):
         size = min(chunk, repeats - start)

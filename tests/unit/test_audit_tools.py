@@ -35,7 +35,10 @@ def test_the_rule_takes_the_smallest_floor_that_keeps_every_size_near_the_smalle
 
 def test_the_floor_page_runs_paired_apart_and_names_the_floor_in_use(tmp_path: Path) -> None:
     out = tmp_path / "floor.md"
+    before = apart_floor.paired_null.N_IMAGES
     assert apart_floor.main(["--images", "40", "60", "--repeats", "8", "--out", str(out)]) == 0
+    # the simulation's size is put back: the rest of a pytest worker still sees the demo's size
+    assert apart_floor.paired_null.N_IMAGES == before == 359
     text = out.read_text()
     assert "**40 test images**" in text and "**60 test images**" in text
     rows = [line for line in text.splitlines() if line.startswith("| normal, sd 3 each |")]
