@@ -44,12 +44,13 @@ DVC_RECORD = git rev-parse --is-inside-work-tree >/dev/null 2>&1 || exit 0; \
 
 help:
 	@echo "make demo                the demo: Standard, TRADES, MT, RST and WSCAT on the embedded digits,"
-	@echo "                         3 seeds (about 8-12 min on 2 cores, venv included): results/tables/digits.md"
+	@echo "                         3 seeds (8-20 min on 2 cores, venv included; the CPU decides,"
+	@echo "                         docs/digits-tier.md): results/tables/digits.md"
 	@echo "make robustness-demo     the demo, then its runs' robustness curves (PGD accuracy against"
-	@echo "                         eps and steps; after make demo about 3 min):"
+	@echo "                         eps and steps; after make demo about 3-4 min):"
 	@echo "                         results/robustness-curves/digits.png"
-	@echo "make test                the test suite (about 10-13 min on 2 cores)"
-	@echo "make test-fast           the tests not marked slow (about 3 min)"
+	@echo "make test                the test suite (9-30 min on 2 cores, the CPU decides)"
+	@echo "make test-fast           the tests not marked slow (3-10 min on 2 cores)"
 	@echo "make table2-digits       the paper's Table 2 on digits (nine methods)"
 	@echo "make ablation-digits     the paper's Table 5 (the ablation) on digits"
 	@echo "make paper-digits        every table and figure of the paper on digits (results/paper/digits/)"
@@ -179,7 +180,8 @@ test: venv
 	$(PYTEST) tests
 
 # The inner loop: every test but those marked slow (3 min 3 s at 76b3902 on the 2-core CI
-# machine, against about 10 minutes for `make test`: docs/digits-tier.md).
+# machine, 4 min 58 s and 9 min 30 s at bd6aaae on two slower CPUs, against 9-30 minutes for
+# `make test`: docs/digits-tier.md).
 test-fast: venv
 	$(PYTEST) -m "not slow" tests
 
